@@ -1,0 +1,54 @@
+# One task runner. `make run` and `make test` are the two commands a newcomer needs.
+SHELL := /bin/bash
+PYTHON ?= python3
+HOST ?= 127.0.0.1
+PORT ?= 8000
+# uv from PyPI, bootstrapped into .tools/ with the Python that .python-version selects.
+UV := .tools/bin/uv
+VENV := .venv
+PY := $(VENV)/bin/python
+MANAGE := $(PY) manage.py
+
+.PHONY: run test lint format migrations-check bench snapshot check-deploy clean
+
+.tools/bin/uv:
+	$(PYTHON) -m venv .tools
+	.tools/bin/pip install --quiet --disable-pip-version-check uv
+
+$(VENV)/.synced: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen
+	touch $@
+
+run: $(VENV)/.synced
+	$(MANAGE) migrate --no-input
+	$(MANAGE) import_catalog
+	$(MANAGE) runserver $(HOST):$(PORT)
+
+test: $(VENV)/.synced
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.synced
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(VENV)/.synced
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+migrations-check: $(VENV)/.synced
+	$(MANAGE) makemigrations --check --dry-run
+
+check-deploy: $(VENV)/.synced
+	DEBUG=0 SECRET_KEY=check-deploy-$$RANDOM$$RANDOM$$RANDOM$$RANDOM$$RANDOM-not-a-real-key \
+	  ALLOWED_HOSTS=dashboard.example $(MANAGE) check --deploy --fail-level WARNING
+
+bench: $(VENV)/.synced
+	$(PY) bench/run.py
+
+# Regenerate the bundled catalog snapshot from the real AICR tree beside the repo.
+snapshot: $(VENV)/.synced
+	$(MANAGE) write_catalog_snapshot ../shared/aicr/recipes \
+	  --source "github.com/NVIDIA/aicr main@8703d8cfb8dfbbfb3e5016d96c69209a57b19cae (2026-08-19)"
+
+clean:
+	rm -rf $(VENV) .tools db.sqlite3 staticfiles

@@ -1,0 +1,1 @@
+"""Small shared modules, one topic each (see style-examples.md, "No utils.py junk drawer")."""

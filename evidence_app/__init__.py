@@ -1,0 +1,1 @@
+"""Signed validation evidence: ingest, verification, signers, consensus (issue #3; not built yet)."""

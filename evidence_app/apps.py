@@ -1,0 +1,5 @@
+from django.apps import AppConfig
+
+
+class EvidenceConfig(AppConfig):
+    name = "evidence_app"

@@ -1,0 +1,1 @@
+"""The AICR recipe catalog: import, resolution, browsing."""

@@ -1,0 +1,106 @@
+"""The recipe filters, shared by the HTML list and the API so both accept exactly the same input."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import django_filters
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from recipes_app.models import DIMENSIONS, Catalog, Recipe, RecipeQuerySet
+
+MAX_QUERY_LENGTH = 200
+
+Facets = dict[str, list[tuple[str, int]]]
+
+
+class RecipeFilter(django_filters.FilterSet):
+    """Criteria filters whose choices are the values present in the catalog being browsed.
+
+    An unknown value is a validation error naming the field and the value, never an empty
+    result that looks like "no recipes".
+    """
+
+    q = django_filters.CharFilter(method="filter_text", label="Search", max_length=MAX_QUERY_LENGTH)
+    service = django_filters.ChoiceFilter(choices=[])
+    accelerator = django_filters.ChoiceFilter(choices=[])
+    os = django_filters.ChoiceFilter(choices=[], label="OS")
+    intent = django_filters.ChoiceFilter(choices=[])
+    platform = django_filters.ChoiceFilter(choices=[])
+    catalog = django_filters.ModelChoiceFilter(
+        queryset=Catalog.objects.all(), method="filter_catalog", label="Catalog version"
+    )
+
+    class Meta:
+        model = Recipe
+        fields = ["q", *DIMENSIONS, "catalog"]
+
+    def __init__(
+        self,
+        data: Mapping[str, Any] | None = None,
+        queryset: QuerySet[Recipe] | None = None,
+        *,
+        request: HttpRequest | None = None,
+        prefix: str | None = None,
+    ) -> None:
+        self.catalog_version = _catalog_from(data)
+        base = queryset if queryset is not None else Recipe.objects.all()
+        base = base.filter(catalog=self.catalog_version) if self.catalog_version else base.none()
+        super().__init__(data, base, request=request, prefix=prefix)
+        # One query for every facet: the criteria of every recipe in this catalog version.
+        self._rows = list(base.order_by().values_list(*DIMENSIONS, "search_text"))
+        for dim_index, dim in enumerate(DIMENSIONS):
+            values = sorted({row[dim_index] for row in self._rows})
+            self.filters[dim].extra["choices"] = [(v, v) for v in values]
+
+    def filter_text(self, queryset: RecipeQuerySet, name: str, value: str) -> RecipeQuerySet:
+        return queryset.matching_text(value)
+
+    def filter_catalog(
+        self, queryset: QuerySet[Recipe], name: str, value: Catalog
+    ) -> QuerySet[Recipe]:
+        return queryset  # applied in __init__, where the version also picks the facet choices
+
+    def facets(self) -> Facets:
+        """Each dimension's values with the count of recipes that choosing it would show,
+        given every *other* active filter (so a count never promises an empty page)."""
+        cleaned = self.form.cleaned_data if self.form.is_valid() else {}
+        terms = (cleaned.get("q") or "").lower().split()
+        chosen = {dim: cleaned.get(dim) for dim in DIMENSIONS if cleaned.get(dim)}
+        result: Facets = {}
+        for dim_index, dim in enumerate(DIMENSIONS):
+            counts: Counter[str] = Counter()
+            for row in self._rows:
+                if terms and not all(term in row[-1] for term in terms):
+                    continue
+                if any(
+                    row[i] != chosen[other]
+                    for i, other in enumerate(DIMENSIONS)
+                    if other != dim and other in chosen
+                ):
+                    continue
+                counts[row[dim_index]] += 1
+            values = sorted({row[dim_index] for row in self._rows})
+            result[dim] = [(value, counts[value]) for value in values]
+        return result
+
+    def error_messages(self) -> list[str]:
+        """Readable "field: message" lines for the page and the API."""
+        return [
+            f"{field}: {message}"
+            for field, messages in self.form.errors.items()
+            for message in messages
+        ]
+
+
+def _catalog_from(data: Mapping[str, Any] | None) -> Catalog | None:
+    raw = (data or {}).get("catalog")
+    if raw in (None, ""):
+        return Catalog.objects.current()
+    try:
+        return Catalog.objects.filter(pk=int(raw)).first()
+    except (TypeError, ValueError):
+        return None

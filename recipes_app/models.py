@@ -1,0 +1,132 @@
+"""Catalog versions and the recipes resolved from them."""
+
+from __future__ import annotations
+
+from django.db import models
+
+DIMENSIONS: tuple[str, ...] = ("service", "accelerator", "os", "intent", "platform")
+PHASES: tuple[str, ...] = ("readiness", "deployment", "conformance", "performance")
+ANY = "any"
+
+
+class CatalogQuerySet(models.QuerySet["Catalog"]):
+    def newest_first(self) -> CatalogQuerySet:
+        return self.order_by("-imported_at", "-pk")
+
+    def current(self) -> Catalog | None:
+        """The catalog the site shows: the most recently imported version."""
+        return self.newest_first().first()
+
+
+class Catalog(models.Model):
+    """One imported version of an AICR recipe tree, with the exact files the resolver read.
+
+    The files are kept so that any criteria can be resolved later against exactly this
+    version (``/api/v1/query/``, ``/v1/recipe``) without the original tree on disk.
+    """
+
+    source = models.CharField(max_length=500, help_text="Where the tree came from, as given.")
+    aicr_version = models.CharField(
+        max_length=100, help_text="Stamped into metadata.version; part of every recipe digest."
+    )
+    content_digest = models.CharField(
+        max_length=64, help_text="sha256 over the sorted (path, sha256 of content) of every file."
+    )
+    files = models.JSONField(help_text="Relative path → text of every file the resolver reads.")
+    file_count = models.PositiveIntegerField()
+    imported_at = models.DateTimeField(auto_now_add=True)
+
+    objects = CatalogQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["content_digest", "aicr_version"], name="catalog_unique_content_version"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"catalog #{self.pk} ({self.content_digest[:12]}, aicr {self.aicr_version})"
+
+
+class RecipeChange(models.TextChoices):
+    NEW = "new", "New in this catalog version"
+    CHANGED = "changed", "Digest changed since the previous catalog version"
+    UNCHANGED = "unchanged", "Same digest as the previous catalog version"
+
+
+class RecipeQuerySet(models.QuerySet["Recipe"]):
+    def in_catalog(self, catalog: Catalog | None) -> RecipeQuerySet:
+        if catalog is None:
+            return self.none()
+        return self.filter(catalog=catalog)
+
+    def current(self) -> RecipeQuerySet:
+        return self.in_catalog(Catalog.objects.current())
+
+    def matching_text(self, text: str) -> RecipeQuerySet:
+        """Every whitespace-separated term must occur in the recipe's search text."""
+        qs = self
+        for term in text.lower().split()[:10]:
+            qs = qs.filter(search_text__contains=term)
+        return qs
+
+    def for_listing(self) -> RecipeQuerySet:
+        """The columns a list row needs; the big YAML texts stay in the database."""
+        return self.defer("deterministic_yaml", "canonical_yaml", "components", "constraints")
+
+
+class Recipe(models.Model):
+    """One resolved leaf of a catalog version, or one profile variant of a leaf."""
+
+    catalog = models.ForeignKey(Catalog, on_delete=models.CASCADE, related_name="recipes")
+    name = models.CharField(max_length=200)
+    leaf = models.CharField(max_length=200, help_text="The overlay this recipe resolves.")
+    profile = models.CharField(
+        max_length=200, blank=True, help_text='Selected profile, e.g. "gpuStack=operator-managed".'
+    )
+    is_default_profile = models.BooleanField(default=False)
+    service = models.CharField(max_length=50)
+    accelerator = models.CharField(max_length=50)
+    os = models.CharField(max_length=50)
+    intent = models.CharField(max_length=50)
+    platform = models.CharField(max_length=50)
+    coordinate = models.CharField(max_length=200, blank=True)
+    api_version = models.CharField(max_length=50)
+    applied_overlays = models.JSONField()
+    deployment_order = models.JSONField()
+    components = models.JSONField()
+    constraints = models.JSONField()
+    checks = models.JSONField(help_text="Declared checks per phase with their thresholds.")
+    check_count = models.PositiveIntegerField(default=0)
+    component_count = models.PositiveIntegerField(default=0)
+    deterministic_yaml = models.TextField(help_text="aicr recipe output (indent 2).")
+    canonical_yaml = models.TextField(help_text="Canonical form; sha256 of it is the digest.")
+    digest = models.CharField(max_length=64, help_text="aicr evidence digest.")
+    parity_digest = models.CharField(max_length=64, help_text="sha256 of deterministic_yaml.")
+    change = models.CharField(max_length=10, choices=RecipeChange.choices)
+    search_text = models.TextField(help_text="Lower-cased words searched by the free-text box.")
+
+    objects = RecipeQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["catalog", "name"], name="recipe_unique_name_in_catalog"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["catalog", "service"]),
+            models.Index(fields=["catalog", "accelerator"]),
+            models.Index(fields=["catalog", "intent"]),
+            models.Index(fields=["name", "catalog"]),
+            models.Index(fields=["digest"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def criteria(self) -> dict[str, str]:
+        return {dim: getattr(self, dim) for dim in DIMENSIONS}

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import pytest
+
+from recipes_app import resolver
+from recipes_app.models import Catalog
+from recipes_app.services import catalog_import
+from tests.shared_data import RECIPES_TREE
+
+REAL_CATALOG_SOURCE = "aicr main-08 (tests)"
+
+
+@pytest.fixture(scope="session")
+def real_tree_files() -> dict[str, str]:
+    """The files of the real AICR recipe tree in ../shared (read once per session)."""
+    return resolver.read_tree(RECIPES_TREE)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker, real_tree_files):  # type: ignore[no-untyped-def]
+    """Import the real catalog once per test database, through the product's own importer.
+
+    Tests run inside transactions on top of it; transactional tests that flush the database
+    must re-import it with the ``real_catalog`` fixture.
+    """
+    with django_db_blocker.unblock():
+        catalog_import(files=real_tree_files, source=REAL_CATALOG_SOURCE, aicr_version="dev")
+
+
+@pytest.fixture
+def real_catalog(db: None, real_tree_files: dict[str, str]) -> Catalog:
+    """The real AICR catalog (imported once per session; a no-op re-import finds it)."""
+    return catalog_import(
+        files=real_tree_files, source=REAL_CATALOG_SOURCE, aicr_version="dev"
+    ).catalog

@@ -1,0 +1,1 @@
+"""GPU clusters and validation runs against them (not built yet)."""

@@ -1,0 +1,5 @@
+from django.apps import AppConfig
+
+
+class ValidatorsConfig(AppConfig):
+    name = "validators_app"
