@@ -1,14 +1,14 @@
 from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="recipes:list", permanent=False), name="home"),
     path("recipes/", include("recipes_app.urls")),
     path("api/v1/", include("aicr_site.api_router")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     # Drop-in for aicrd's recipe API, so existing AICR clients can point at this site.
     path("", include("recipes_app.aicrd.urls")),
     path("admin/", admin.site.urls),

@@ -1,1 +1,1 @@
-"""Signed validation evidence: ingest, verification, signers, consensus (issue #3; not built yet)."""
+"""Signed validation evidence: verification, signers, consensus and staleness."""

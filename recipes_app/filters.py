@@ -101,6 +101,6 @@ def _catalog_from(data: Mapping[str, Any] | None) -> Catalog | None:
     if raw in (None, ""):
         return Catalog.objects.current()
     try:
-        return Catalog.objects.filter(pk=int(raw)).first()
+        return Catalog.objects.defer("files").filter(pk=int(raw)).first()
     except (TypeError, ValueError):
         return None

@@ -14,8 +14,11 @@ class CatalogQuerySet(models.QuerySet["Catalog"]):
         return self.order_by("-imported_at", "-pk")
 
     def current(self) -> Catalog | None:
-        """The catalog the site shows: the most recently imported version."""
-        return self.newest_first().first()
+        """The catalog the site shows: the most recently imported version.
+
+        Its resolver input files (a few MB) are only loaded when something resolves.
+        """
+        return self.defer("files").newest_first().first()
 
 
 class Catalog(models.Model):

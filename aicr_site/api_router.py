@@ -1,0 +1,24 @@
+"""The one DRF router of the site: every app's API under ``/api/v1/`` (namespace ``api``)."""
+
+from __future__ import annotations
+
+from django.urls import path, re_path
+from rest_framework.routers import DefaultRouter
+
+from recipes_app.api.views import RecipeQueryView, RecipeResolvedYAMLView, RecipeViewSet
+
+app_name = "api"
+
+router = DefaultRouter()
+router.include_format_suffixes = False  # recipe names contain dots: "….json" stays a name
+router.register("recipes", RecipeViewSet, basename="recipe")
+
+urlpatterns = [
+    re_path(
+        r"^recipes/(?P<name>[^/]+)/resolved\.yaml$",
+        RecipeResolvedYAMLView.as_view(),
+        name="recipe-resolved-yaml",
+    ),
+    path("query/", RecipeQueryView.as_view(), name="recipe-query"),
+    *router.urls,
+]

@@ -1,0 +1,233 @@
+"""Output (and documentation-only) serializers of the recipe API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from recipes_app import selectors
+from recipes_app.models import PHASES, Catalog, Recipe
+
+
+class CriteriaSerializer(serializers.Serializer):
+    """The five criteria dimensions; ``any`` is a wildcard."""
+
+    service = serializers.CharField()
+    accelerator = serializers.CharField()
+    os = serializers.CharField()
+    intent = serializers.CharField()
+    platform = serializers.CharField()
+
+
+class CatalogSummarySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Catalog
+        fields = ["id", "aicr_version", "content_digest", "imported_at"]
+
+
+def recipe_api_url(recipe: Recipe, request: Any, suffix: str = "") -> str:
+    url = reverse("api:recipe-detail", kwargs={"name": recipe.name}) + suffix
+    return request.build_absolute_uri(url) if request is not None else url
+
+
+def recipe_html_url(recipe: Recipe, request: Any) -> str:
+    url = reverse("recipes:detail", kwargs={"name": recipe.name})
+    return request.build_absolute_uri(url) if request is not None else url
+
+
+class RecipeListSerializer(serializers.ModelSerializer):
+    """One row of the recipe list: identity, criteria, digest and counts."""
+
+    criteria = serializers.SerializerMethodField()
+    url = serializers.SerializerMethodField(help_text="This recipe in the API.")
+    html_url = serializers.SerializerMethodField(help_text="This recipe's page on the site.")
+
+    class Meta:
+        model = Recipe
+        fields = [
+            "name",
+            "leaf",
+            "profile",
+            "criteria",
+            "coordinate",
+            "digest",
+            "component_count",
+            "check_count",
+            "change",
+            "url",
+            "html_url",
+        ]
+
+    @extend_schema_field(CriteriaSerializer)
+    def get_criteria(self, recipe: Recipe) -> dict[str, str]:
+        return recipe.criteria
+
+    def get_url(self, recipe: Recipe) -> str:
+        return recipe_api_url(recipe, self.context.get("request"))
+
+    def get_html_url(self, recipe: Recipe) -> str:
+        return recipe_html_url(recipe, self.context.get("request"))
+
+
+class ComponentSerializer(serializers.Serializer):
+    """What one component installs (documentation of the stored summary)."""
+
+    name = serializers.CharField()
+    type = serializers.CharField(required=False)
+    chart = serializers.CharField(required=False)
+    source = serializers.CharField(required=False)
+    version = serializers.CharField(required=False)
+    tag = serializers.CharField(required=False)
+    path = serializers.CharField(required=False)
+    namespace = serializers.CharField(required=False)
+    valuesFile = serializers.CharField(required=False)
+    dependencyRefs = serializers.ListField(child=serializers.CharField())
+    enabled = serializers.BooleanField()
+
+
+class ConstraintSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    value = serializers.CharField()
+    severity = serializers.CharField(required=False)
+    remediation = serializers.CharField(required=False)
+    unit = serializers.CharField(required=False)
+
+
+class DeclaredCheckSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    thresholds = serializers.ListField(child=serializers.DictField(), required=False)
+
+
+class ChecksByPhaseSerializer(serializers.Serializer):
+    """Declared checks per validation phase, with their thresholds."""
+
+    readiness = DeclaredCheckSerializer(many=True, required=False)
+    deployment = DeclaredCheckSerializer(many=True, required=False)
+    conformance = DeclaredCheckSerializer(many=True, required=False)
+    performance = DeclaredCheckSerializer(many=True, required=False)
+
+
+class RecipeDetailSerializer(RecipeListSerializer):
+    """A whole recipe: what it installs, what it checks, and how to reproduce it."""
+
+    apiVersion = serializers.CharField(source="api_version")
+    appliedOverlays = serializers.ListField(
+        source="applied_overlays", child=serializers.CharField()
+    )
+    deploymentOrder = serializers.ListField(
+        source="deployment_order", child=serializers.CharField()
+    )
+    components = ComponentSerializer(many=True)
+    constraints = ConstraintSerializer(many=True)
+    checks = serializers.SerializerMethodField()
+    catalog = CatalogSummarySerializer()
+    aicr_command = serializers.SerializerMethodField(
+        help_text="The `aicr recipe …` command line that reproduces this recipe."
+    )
+    resolved_yaml_url = serializers.SerializerMethodField(
+        help_text="The canonical YAML whose sha256 is `digest`."
+    )
+
+    class Meta(RecipeListSerializer.Meta):
+        fields = [
+            "name",
+            "leaf",
+            "profile",
+            "is_default_profile",
+            "criteria",
+            "coordinate",
+            "apiVersion",
+            "appliedOverlays",
+            "deploymentOrder",
+            "components",
+            "constraints",
+            "checks",
+            "component_count",
+            "check_count",
+            "digest",
+            "parity_digest",
+            "change",
+            "catalog",
+            "aicr_command",
+            "url",
+            "html_url",
+            "resolved_yaml_url",
+        ]
+
+    @extend_schema_field(ChecksByPhaseSerializer)
+    def get_checks(self, recipe: Recipe) -> dict[str, Any]:
+        declared = recipe.checks or {}
+        return {phase: list(declared[phase]) for phase in PHASES if declared.get(phase)}
+
+    def get_aicr_command(self, recipe: Recipe) -> str:
+        return selectors.aicr_recipe_command(recipe)
+
+    def get_resolved_yaml_url(self, recipe: Recipe) -> str:
+        return recipe_api_url(recipe, self.context.get("request"), "resolved.yaml")
+
+
+class FilterErrorSerializer(serializers.Serializer):
+    field = serializers.CharField()
+    value = serializers.CharField()
+    message = serializers.CharField()
+
+
+class FilterErrorsSerializer(serializers.Serializer):
+    """400 for an unknown filter value: which field, which value, why."""
+
+    detail = serializers.CharField()
+    errors = FilterErrorSerializer(many=True)
+
+
+class NotFoundSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+
+
+class AicrdErrorSerializer(serializers.Serializer):
+    """aicrd's error envelope (``Error`` in AICR's server.yaml)."""
+
+    code = serializers.CharField(help_text="INVALID_REQUEST, NOT_FOUND, …")
+    message = serializers.CharField(help_text="AICR's own message text.")
+    details = serializers.DictField(
+        required=False,
+        help_text="Context: `uncovered` (dimension, requestedValue, validCompletions), "
+        "`requiresOS`, or `error`.",
+    )
+    requestId = serializers.UUIDField()
+    timestamp = serializers.DateTimeField()
+    retryable = serializers.BooleanField()
+
+
+class RecipeResultSerializer(serializers.Serializer):
+    """AICR's RecipeResult document, as aicrd's ``GET /v1/recipe`` returns it."""
+
+    kind = serializers.CharField(help_text="RecipeResult")
+    apiVersion = serializers.CharField(
+        help_text="aicr.run/v1alpha2, or aicr.run/v1alpha3 for a profiled or "
+        "Slurm-accounting recipe."
+    )
+    metadata = serializers.DictField(help_text="version, appliedOverlays, selectedProfile…")
+    criteria = serializers.DictField(child=serializers.JSONField())
+    componentRefs = serializers.ListField(child=serializers.DictField())
+    deploymentOrder = serializers.ListField(child=serializers.CharField())
+    constraints = ConstraintSerializer(many=True, required=False)
+    validation = serializers.DictField(required=False)
+    configuration = serializers.DictField(required=False)
+
+
+class RecipeQuerySerializer(serializers.Serializer):
+    """Criteria for ``/api/v1/query/``; values are checked by the resolver, AICR-style."""
+
+    service = serializers.CharField(required=False)
+    accelerator = serializers.CharField(required=False)
+    gpu = serializers.CharField(required=False, help_text="Alias of accelerator.")
+    intent = serializers.CharField(required=False)
+    os = serializers.CharField(required=False)
+    platform = serializers.CharField(required=False)
+    nodes = serializers.IntegerField(required=False, min_value=0)
+    profile = serializers.CharField(
+        required=False, help_text='Profile selection, e.g. "gpuStack=operator-managed".'
+    )
