@@ -55,6 +55,9 @@ class RecipeFilter(django_filters.FilterSet):
         for dim_index, dim in enumerate(DIMENSIONS):
             values = sorted({row[dim_index] for row in self._rows})
             self.filters[dim].extra["choices"] = [(v, v) for v in values]
+            # Filters cache their form field; one built earlier (e.g. by schema generation on
+            # the class) would keep stale, empty choices, so drop it for this instance.
+            self.filters[dim].__dict__.pop("_field", None)
 
     def filter_text(self, queryset: RecipeQuerySet, name: str, value: str) -> RecipeQuerySet:
         return queryset.matching_text(value)

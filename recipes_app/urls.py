@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from recipes_app import views
+
+app_name = "recipes"
+
+urlpatterns = [
+    path("", views.recipe_list, name="list"),
+    path("<str:name>/", views.recipe_detail, name="detail"),
+]

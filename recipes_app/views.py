@@ -1,0 +1,57 @@
+"""The recipe pages: a filterable list and one recipe's detail, both htmx-aware.
+
+Each page is one template with named partials; an htmx request gets only the partial it
+swaps (``list.html#results``, ``detail.html#diff``), a history-restore request the full page.
+Recipes are public, so there is no per-object permission to check.
+"""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_safe
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import push_url
+from django_htmx.middleware import HtmxDetails
+
+from recipes_app import selectors
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+@require_safe
+@vary_on_headers("HX-Request", "HX-Target", "HX-History-Restore-Request")
+def recipe_list(request: HtmxHttpRequest) -> HttpResponse:
+    listing = selectors.recipe_listing(params=request.GET, page_number=request.GET.get("page"))
+    status = 400 if listing.errors else 200
+    if _wants_partial(request, target="results"):
+        context = {"listing": listing, "page": listing.page, "oob_facets": True}
+        response = render(request, "recipes_app/list.html#results", context, status=status)
+        # The address bar shows only the active filters, so a copied URL is short and exact.
+        return push_url(response, request.path + listing.shareable_qs)
+    context = {"listing": listing, "page": listing.page}
+    return render(request, "recipes_app/list.html", context, status=status)
+
+
+@require_safe
+@vary_on_headers("HX-Request", "HX-Target", "HX-History-Restore-Request")
+def recipe_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    page = selectors.recipe_page(
+        name=name, catalog_id=request.GET.get("catalog"), against=request.GET.get("against")
+    )
+    if page is None:
+        context = {"name": name, "catalogs": selectors.catalogs_containing(name=name)}
+        return render(request, "recipes_app/not_found.html", context, status=404)
+    status = 400 if page.diff.is_error else 200
+    template = "recipes_app/detail.html"
+    if _wants_partial(request, target="diff"):
+        template += "#diff"
+    return render(request, template, {"page": page, "recipe": page.recipe}, status=status)
+
+
+def _wants_partial(request: HtmxHttpRequest, *, target: str) -> bool:
+    """An htmx swap of ``#target``; a history restore still gets the whole page."""
+    htmx = request.htmx
+    return bool(htmx) and not htmx.history_restore_request and htmx.target == target
