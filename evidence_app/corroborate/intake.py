@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from recipes_app.resolver.criteria import STATIC_VALUES
+
 from .allowlist import Allowlist, classify_signer, source_id
 from .labels import source_label
 from .timeutil import parse_rfc3339
@@ -26,22 +28,12 @@ ANY = "any"
 
 # The criteria registry's static OSS lists (pkg/recipe/criteria.go, main-08), sorted like
 # AICR's Get*Types(). They order facets and split dashboards/tabs; unknown values are still
-# accepted (the taxonomy is open) and sort after these.
-SERVICE_TYPES = ("aks", "bcm", "eks", "gke", "kind", "lke", "metal3", "ocp", "oke")
-ACCELERATOR_TYPES = (
-    "a100",
-    "b200",
-    "gb200",
-    "gb300",
-    "h100",
-    "h200",
-    "l40",
-    "l40s",
-    "rtx-pro-6000",
-)
-OS_TYPES = ("amazonlinux", "cos", "ol", "rhel", "talos", "ubuntu")
-INTENT_TYPES = ("inference", "training")
-PLATFORM_TYPES = ("dynamo", "kubeflow", "nim", "runai", "slurm")
+# accepted (the taxonomy is open) and sort after these. One copy, shared with the resolver.
+SERVICE_TYPES = STATIC_VALUES["service"]
+ACCELERATOR_TYPES = STATIC_VALUES["accelerator"]
+OS_TYPES = STATIC_VALUES["os"]
+INTENT_TYPES = STATIC_VALUES["intent"]
+PLATFORM_TYPES = STATIC_VALUES["platform"]
 
 _PROFILE_IDENTIFIER = re.compile(r"[A-Za-z0-9._-]+")
 
