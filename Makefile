@@ -22,6 +22,7 @@ $(VENV)/.synced: pyproject.toml uv.lock | $(UV)
 run: $(VENV)/.synced
 	$(MANAGE) migrate --no-input
 	$(MANAGE) import_catalog
+	$(MANAGE) seed_demo
 	$(MANAGE) runserver $(HOST):$(PORT)
 
 test: $(VENV)/.synced

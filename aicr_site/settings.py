@@ -201,3 +201,38 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
+
+# --- Evidence ingest (evidence_app) -----------------------------------------------------------
+# Added by the evidence app; every value can be set from the environment.
+import json  # noqa: E402
+
+# Largest upload (a Sigstore bundle, an evidence tarball, or a pulled OCI layer); refused with
+# 413 before the body is read when Content-Length says more.
+EVIDENCE_MAX_UPLOAD_BYTES = int(os.environ.get("EVIDENCE_MAX_UPLOAD_BYTES", str(10 * 1024 * 1024)))
+# OIDC issuers a keyless certificate may carry, besides the allowlist's issuers and those
+# configured on enabled private trusted roots (comma-separated in the environment).
+EVIDENCE_ACCEPTED_ISSUERS = env_list(
+    "EVIDENCE_ACCEPTED_ISSUERS",
+    [
+        "https://token.actions.githubusercontent.com",
+        "https://gitlab.com",
+        "https://accounts.google.com",
+        "https://oauth2.sigstore.dev/auth",
+    ],
+)
+# Optional: every keyless identity (certificate SAN) must fully match this regex.
+EVIDENCE_IDENTITY_REGEX = os.environ.get("EVIDENCE_IDENTITY_REGEX") or None
+# Optional extra sigstore policies every keyless bundle must satisfy, {policy class: value},
+# e.g. {"OIDCRunnerEnvironment": "github-hosted"} (JSON in the environment).
+EVIDENCE_EXTRA_POLICIES = json.loads(os.environ.get("EVIDENCE_EXTRA_POLICIES") or "{}")
+# OCI references are pulled by an `ingest` worker, never by the web process: on by default only
+# when a real broker (REDIS_URL) exists.
+EVIDENCE_OCI_ENABLED = env_bool("EVIDENCE_OCI_ENABLED", default=bool(REDIS_URL))
+# Registries the worker may pull from (host[:port]); empty = any host with a public address.
+EVIDENCE_OCI_ALLOWED_REGISTRIES = env_list("EVIDENCE_OCI_ALLOWED_REGISTRIES", [])
+# Allow plain-HTTP pulls from loopback registries (127.0.0.1, ::1, localhost); tests and local
+# registries only.
+EVIDENCE_OCI_ALLOW_LOOPBACK_HTTP = env_bool("EVIDENCE_OCI_ALLOW_LOOPBACK_HTTP", default=False)
+EVIDENCE_OCI_TIMEOUT_SECONDS = float(os.environ.get("EVIDENCE_OCI_TIMEOUT_SECONDS", "30"))
+# Evidence attested longer ago than this is stale ("older than 30 days").
+EVIDENCE_STALE_AFTER_DAYS = int(os.environ.get("EVIDENCE_STALE_AFTER_DAYS", "30"))

@@ -1,0 +1,317 @@
+"""Maintainers' admin: trusted roots, signing keys and allowlist versions (validated, through
+the services), plus read-only signers (with class history), evidence (withdraw action) and the
+upload log."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ActionForm
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from evidence_app.models import (
+    Allowlist,
+    ApiToken,
+    Evidence,
+    Role,
+    Signer,
+    SignerClassChange,
+    SigningKey,
+    TrustRoot,
+    UploadLog,
+)
+from evidence_app.services import keys, signers, tokens, trust_roots
+from evidence_app.services.withdrawal import WithdrawalError, evidence_withdraw
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Viewable, never edited here: these rows are written by the services only."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+def admin_roles(request: HttpRequest) -> set[str]:
+    user = request.user
+    if user.is_superuser:
+        return {Role.MAINTAINER}
+    return set(user.groups.filter(name__in=Role.values).values_list("name", flat=True))
+
+
+# --- trusted roots ----------------------------------------------------------------------------
+
+
+class TrustRootForm(forms.ModelForm):
+    class Meta:
+        model = TrustRoot
+        fields = ["name", "trusted_root_json", "accepted_issuers", "enabled"]
+        widgets = {"trusted_root_json": forms.Textarea(attrs={"rows": 12, "cols": 100})}
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        text = data.get("trusted_root_json")
+        if text:
+            try:
+                loaded = trust_roots.trust_root_check(
+                    name=data.get("name") or "new root", trusted_root_json=text
+                )
+            except ValidationError as exc:
+                self.add_error("trusted_root_json", exc)
+            else:
+                self.instance.is_production = loaded.production
+                self.instance.sha256 = hashlib.sha256(text.encode()).hexdigest()
+        return data
+
+
+@admin.register(TrustRoot)
+class TrustRootAdmin(admin.ModelAdmin):
+    form = TrustRootForm
+    list_display = ["name", "is_production", "enabled", "short_sha256", "added_at"]
+    list_filter = ["enabled", "is_production"]
+    readonly_fields = ["sha256", "is_production", "added_by", "added_at"]
+
+    @admin.display(description="sha256")
+    def short_sha256(self, obj: TrustRoot) -> str:
+        return obj.sha256[:16]
+
+    def save_model(self, request: HttpRequest, obj: TrustRoot, form: Any, change: bool) -> None:
+        if not change:
+            obj.added_by = request.user
+        super().save_model(request, obj, form, change)
+
+
+# --- signing keys -----------------------------------------------------------------------------
+
+
+class SigningKeyForm(forms.ModelForm):
+    class Meta:
+        model = SigningKey
+        fields = ["name", "public_key_pem"]
+        widgets = {"public_key_pem": forms.Textarea(attrs={"rows": 6, "cols": 70})}
+        help_texts = {"public_key_pem": "PEM public key: ECDSA P-256 or Ed25519 only."}
+
+    def clean_public_key_pem(self) -> str:
+        info = keys.public_key_inspect(self.cleaned_data["public_key_pem"])
+        duplicate = SigningKey.objects.filter(fingerprint=info.fingerprint)
+        if self.instance.pk:
+            duplicate = duplicate.exclude(pk=self.instance.pk)
+        if duplicate.exists():
+            raise ValidationError(
+                f"This key is already registered (sha256 {info.fingerprint[:16]}…)."
+            )
+        self.instance.fingerprint = info.fingerprint
+        self.instance.algorithm = info.algorithm
+        return info.pem
+
+
+@admin.register(SigningKey)
+class SigningKeyAdmin(admin.ModelAdmin):
+    form = SigningKeyForm
+    list_display = ["name", "algorithm", "fingerprint", "is_demo", "registered_at", "revoked_at"]
+    list_filter = ["algorithm", "is_demo"]
+    actions = ["revoke"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: SigningKey | None = None) -> list[str]:
+        common = [
+            "fingerprint",
+            "algorithm",
+            "is_demo",
+            "registered_by",
+            "registered_at",
+            "revoked_at",
+        ]
+        return ["public_key_pem", *common] if obj is not None else common
+
+    def get_fields(self, request: HttpRequest, obj: SigningKey | None = None) -> list[str]:
+        if obj is None:
+            return ["name", "public_key_pem"]
+        return [
+            "name",
+            "public_key_pem",
+            "fingerprint",
+            "algorithm",
+            "is_demo",
+            "registered_by",
+            "registered_at",
+            "revoked_at",
+        ]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # signers keep pointing at it; revoke instead
+
+    def save_model(self, request: HttpRequest, obj: SigningKey, form: Any, change: bool) -> None:
+        if not change:
+            obj.registered_by = request.user
+        super().save_model(request, obj, form, change)
+
+    @admin.action(
+        description="Revoke the selected keys (their evidence stops counting)",
+        permissions=["change"],
+    )
+    def revoke(self, request: HttpRequest, queryset: QuerySet[SigningKey]) -> None:
+        for key in queryset:
+            keys.signing_key_revoke(key=key, by=request.user)
+        self.message_user(request, f"Revoked {queryset.count()} key(s).", messages.SUCCESS)
+
+
+# --- allowlist versions -----------------------------------------------------------------------
+
+
+class AllowlistForm(forms.ModelForm):
+    class Meta:
+        model = Allowlist
+        fields = ["body", "note"]
+        widgets = {"body": forms.Textarea(attrs={"rows": 30, "cols": 100})}
+        help_texts = {
+            "body": "AICR allowlist.yaml (schemaVersion 1.0.x; firstParty by anchored "
+            "identityPattern, community/partner by 32-hex source slug). Saving publishes a new "
+            "version and re-classifies every signer.",
+        }
+
+    def clean_body(self) -> str:
+        body = self.cleaned_data["body"]
+        signers.allowlist_parse(body)  # ValidationError with the parser's message
+        return body
+
+
+@admin.register(Allowlist)
+class AllowlistAdmin(admin.ModelAdmin):
+    """Add-only: each save is a new version; old versions stay as history."""
+
+    form = AllowlistForm
+    list_display = ["__str__", "note", "created_by", "in_force"]
+    readonly_fields = ["created_by", "created_at"]
+
+    @admin.display(boolean=True, description="in force")
+    def in_force(self, obj: Allowlist) -> bool:
+        current = Allowlist.objects.in_force()
+        return current is not None and current.pk == obj.pk
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        current = Allowlist.objects.in_force()
+        return {"body": current.body} if current is not None else {}
+
+    def save_model(self, request: HttpRequest, obj: Allowlist, form: Any, change: bool) -> None:
+        published = signers.allowlist_publish(
+            body=form.cleaned_data["body"], note=form.cleaned_data.get("note", ""), by=request.user
+        )
+        obj.pk = published.pk
+        obj.created_at = published.created_at
+        obj.created_by = published.created_by
+
+
+# --- signers, evidence, uploads, tokens ------------------------------------------------------
+
+
+class SignerClassChangeInline(admin.TabularInline):
+    model = SignerClassChange
+    extra = 0
+    can_delete = False
+    fields = ["at", "from_class", "to_class", "from_counted", "to_counted", "allowlist", "reason"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Signer)
+class SignerAdmin(ReadOnlyAdmin):
+    list_display = ["label", "signer_class", "counted", "kind", "slug", "first_seen"]
+    list_filter = ["signer_class", "counted", "kind"]
+    search_fields = ["label", "identity", "slug"]
+    inlines = [SignerClassChangeInline]
+
+
+class WithdrawActionForm(ActionForm):
+    reason = forms.CharField(
+        required=False, max_length=1000, label="Reason (for withdraw)", help_text="Required."
+    )
+
+
+@admin.register(Evidence)
+class EvidenceAdmin(ReadOnlyAdmin):
+    action_form = WithdrawActionForm
+    actions = ["withdraw"]
+    list_display = [
+        "pk",
+        "recipe_name",
+        "signer",
+        "verdict",
+        "aicr_version",
+        "attested_at",
+        "is_demo",
+        "is_simulated",
+        "withdrawn_at",
+    ]
+    list_filter = ["verdict", "is_demo", "is_simulated", "container"]
+    search_fields = ["recipe_name", "sha256", "signer__label"]
+    list_select_related = ["signer"]
+    exclude = ["content", "artifact"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Evidence]:
+        return super().get_queryset(request).defer("content", "artifact")
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Needed for the withdraw action to show; every field stays read-only.
+        return obj is None and request.user.has_perm("evidence_app.change_evidence")
+
+    @admin.action(
+        description="Withdraw the selected evidence (give a reason)", permissions=["change"]
+    )
+    def withdraw(self, request: HttpRequest, queryset: QuerySet[Evidence]) -> None:
+        reason = request.POST.get("reason", "").strip()
+        if not reason:
+            self.message_user(request, "A reason is required to withdraw evidence.", messages.ERROR)
+            return
+        done = 0
+        for evidence in queryset:
+            try:
+                evidence_withdraw(
+                    evidence=evidence, by=request.user, roles=admin_roles(request), reason=reason
+                )
+                done += 1
+            except WithdrawalError as exc:
+                self.message_user(request, f"#{evidence.pk}: {exc.message}", messages.WARNING)
+        if done:
+            self.message_user(request, f"Withdrew {done} piece(s) of evidence.", messages.SUCCESS)
+
+
+@admin.register(UploadLog)
+class UploadLogAdmin(ReadOnlyAdmin):
+    list_display = ["pk", "at", "channel", "state", "verdict", "failed_step", "user", "evidence"]
+    list_filter = ["verdict", "channel", "state", "failed_step"]
+    search_fields = ["sha256", "filename", "oci_ref", "reason"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(ReadOnlyAdmin):
+    list_display = ["prefix", "user", "role", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["role"]
+    exclude = ["key_hash"]
+    actions = ["revoke"]
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and request.user.has_perm("evidence_app.change_apitoken")
+
+    @admin.action(description="Revoke the selected tokens", permissions=["change"])
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        for token in queryset:
+            tokens.token_revoke(token=token)
+        self.message_user(request, f"Revoked {queryset.count()} token(s).", messages.SUCCESS)

@@ -1,0 +1,68 @@
+"""Filters of ``GET /api/v1/evidence/`` and ``GET /api/v1/signers/``."""
+
+from __future__ import annotations
+
+import django_filters
+from django.db.models import QuerySet
+
+from evidence_app.models import Evidence, Signer, SignerClass, Verdict
+from evidence_app.services.staleness import stale_filter
+
+
+class EvidenceFilter(django_filters.FilterSet):
+    recipe = django_filters.CharFilter(
+        field_name="recipe_name", max_length=200, help_text="Recipe name (exact)."
+    )
+    signer = django_filters.CharFilter(
+        field_name="signer__slug", max_length=32, help_text="Signer slug (32 hex)."
+    )
+    signer_class = django_filters.ChoiceFilter(
+        field_name="signer__signer_class",
+        choices=SignerClass.choices,
+        help_text="Signer class.",
+    )
+    verdict = django_filters.ChoiceFilter(choices=Verdict.choices, help_text="Verdict.")
+    stale = django_filters.BooleanFilter(
+        method="filter_stale", help_text="true: only stale evidence; false: only fresh."
+    )
+    aicr_version = django_filters.CharFilter(max_length=100, help_text="AICR version (exact).")
+    counted = django_filters.BooleanFilter(
+        method="filter_counted", help_text="true: only what consensus counts."
+    )
+    demo = django_filters.BooleanFilter(field_name="is_demo", help_text="Demo data.")
+
+    class Meta:
+        model = Evidence
+        fields: list[str] = []
+
+    def filter_stale(self, queryset: QuerySet[Evidence], name: str, value: bool | None) -> QuerySet:
+        if value is None:
+            return queryset
+        return stale_filter(queryset, stale=value)
+
+    def filter_counted(
+        self, queryset: QuerySet[Evidence], name: str, value: bool | None
+    ) -> QuerySet:
+        if value is None:
+            return queryset
+        counted = queryset.counted()
+        return counted if value else queryset.exclude(pk__in=counted.values("pk"))
+
+
+# ``class`` is a Python keyword: the query parameter is renamed after the class is built.
+EvidenceFilter.base_filters["class"] = EvidenceFilter.base_filters.pop("signer_class")
+
+
+class SignerFilter(django_filters.FilterSet):
+    signer_class = django_filters.ChoiceFilter(
+        field_name="signer_class", choices=SignerClass.choices, help_text="Signer class."
+    )
+    counted = django_filters.BooleanFilter(help_text="Counted by consensus.")
+    kind = django_filters.CharFilter(max_length=10, help_text="keyless or key.")
+
+    class Meta:
+        model = Signer
+        fields: list[str] = []
+
+
+SignerFilter.base_filters["class"] = SignerFilter.base_filters.pop("signer_class")

@@ -1,0 +1,407 @@
+"""Evidence API: upload (verify-before-count), list/filter, detail, exact bytes, withdrawal,
+OCI upload status, signers. Reads are public; writes need a Bearer token with a role.
+
+Views only translate HTTP: every workflow is a service call (``services.ingest``,
+``services.oci``, ``services.withdrawal``), every read a QuerySet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Count, Prefetch, QuerySet
+from django.http import HttpResponse, HttpResponseNotModified
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
+from rest_framework import mixins, status, viewsets
+from rest_framework.exceptions import ParseError, PermissionDenied, ValidationError
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
+from rest_framework.views import APIView
+
+from evidence_app.api.filters import EvidenceFilter, SignerFilter
+from evidence_app.api.serializers import (
+    ErrorSerializer,
+    EvidenceDetailSerializer,
+    EvidenceListSerializer,
+    EvidenceUploadSerializer,
+    IngestResultSerializer,
+    OciAcceptedSerializer,
+    SignerDetailSerializer,
+    SignerListSerializer,
+    UploadStatusSerializer,
+    WithdrawInputSerializer,
+)
+from evidence_app.auth import BearerTokenAuthentication, HasRole, roles_of
+from evidence_app.models import Evidence, Role, Signer, SignerClassChange, UploadLog, UploadState
+from evidence_app.services import oci
+from evidence_app.services.ingest import (
+    IngestResult,
+    evidence_ingest,
+    max_upload_bytes,
+    upload_refused,
+)
+from evidence_app.services.staleness import staleness_bulk
+from evidence_app.services.withdrawal import WithdrawalError, evidence_withdraw
+from evidence_app.verification._json import JSONLimitError, JSONLimits, load_json
+
+TAGS = ["evidence"]
+MULTIPART_OVERHEAD = 64 * 1024
+_BODY_LIMITS = JSONLimits(max_bytes=64 * 1024, max_depth=8, max_object_keys=16)
+WITHDRAWAL_STATUS = {"reason-required": 400, "forbidden": 403, "already-withdrawn": 409}
+
+
+class BoundedJSONParser(JSONParser):
+    """JSON request bodies, decoded with hard limits (size, depth, keys)."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        data = stream.read(_BODY_LIMITS.max_bytes + 1) if stream is not None else b""
+        try:
+            return load_json(data, what="request body", limits=_BODY_LIMITS)
+        except JSONLimitError as exc:
+            raise ParseError(str(exc)) from None
+
+
+class EvidencePagination(PageNumberPagination):
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
+def _result_body(result: IngestResult, request: Request) -> dict[str, Any]:
+    evidence = result.evidence
+    return {
+        "id": evidence.pk if evidence else None,
+        "url": reverse("api:evidence-detail", args=[evidence.pk], request=request)
+        if evidence
+        else None,
+        "upload_id": result.upload.pk if result.upload else None,
+        "verdict": result.verdict,
+        "failed_step": result.failed_step,
+        "signer": result.signer,
+        "transcript": result.transcript,
+        "reason": result.reason,
+    }
+
+
+def _log_body(log: UploadLog, request: Request) -> dict[str, Any]:
+    return {
+        "id": log.evidence_id,
+        "url": None,
+        "upload_id": log.pk,
+        "verdict": log.verdict,
+        "failed_step": log.failed_step,
+        "signer": log.signer,
+        "transcript": log.transcript,
+        "reason": log.reason,
+    }
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List evidence",
+        description="Stored (verified) evidence, newest attestation first, with staleness.",
+        parameters=[
+            OpenApiParameter("recipe", OpenApiTypes.STR, description="Recipe name."),
+            OpenApiParameter("signer", OpenApiTypes.STR, description="Signer slug."),
+            OpenApiParameter(
+                "class",
+                OpenApiTypes.STR,
+                enum=["first-party", "partner", "community", "registered-key", "reported"],
+                description="Signer class.",
+            ),
+            OpenApiParameter(
+                "verdict", OpenApiTypes.STR, enum=["verified", "invalid", "unsupported", "rejected"]
+            ),
+            OpenApiParameter("stale", OpenApiTypes.BOOL, description="Only stale / only fresh."),
+            OpenApiParameter("aicr_version", OpenApiTypes.STR, description="AICR version."),
+            OpenApiParameter("counted", OpenApiTypes.BOOL, description="Counted by consensus."),
+            OpenApiParameter("demo", OpenApiTypes.BOOL, description="Demo data."),
+        ],
+        tags=TAGS,
+    ),
+    retrieve=extend_schema(
+        summary="One piece of evidence",
+        description="Transcript, certificate claims, Rekor entry, predicate summary, per-phase "
+        "check results, staleness reasons and copy-paste verify commands.",
+        responses={200: EvidenceDetailSerializer, 404: ErrorSerializer},
+        tags=TAGS,
+    ),
+)
+class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    authentication_classes = [BearerTokenAuthentication]
+    pagination_class = EvidencePagination
+    filterset_class = EvidenceFilter
+    serializer_class = EvidenceListSerializer
+    parser_classes = [MultiPartParser, BoundedJSONParser]
+
+    def get_permissions(self) -> list[Any]:
+        if self.action == "create":
+            return [HasRole.of(Role.CONTRIBUTOR, Role.MAINTAINER)()]
+        return [AllowAny()]
+
+    def get_queryset(self) -> QuerySet[Evidence]:
+        qs = Evidence.objects.for_listing()
+        if self.action == "retrieve":
+            qs = Evidence.objects.select_related("signer", "recipe", "withdrawn_by").defer(
+                "content", "artifact"
+            )
+        return qs.order_by("-attested_at", "-pk")
+
+    def get_serializer_class(self) -> type:
+        if self.action == "retrieve":
+            return EvidenceDetailSerializer
+        if self.action == "create":
+            return EvidenceUploadSerializer
+        return EvidenceListSerializer
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        queryset = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(queryset)
+        rows = list(page if page is not None else queryset)
+        context = self.get_serializer_context() | {"staleness": staleness_bulk(rows)}
+        data = EvidenceListSerializer(rows, many=True, context=context).data
+        return self.get_paginated_response(data) if page is not None else Response(data)
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        evidence = self.get_object()
+        context = self.get_serializer_context() | {"staleness": staleness_bulk([evidence])}
+        return Response(EvidenceDetailSerializer(evidence, context=context).data)
+
+    @extend_schema(
+        summary="Upload evidence",
+        description=(
+            "Multipart `bundle` (a Sigstore bundle, or an AICR evidence directory as tar/tar.gz) "
+            'with an optional `artifact`; or JSON `{"oci_ref": '
+            '"registry/repo@sha256:…"}`, pulled by a worker (202, then poll `status_url`). '
+            "201: verified and stored; 200: these exact bytes are already stored; 422: refused "
+            "(`verdict`, `failed_step`, `reason`, `transcript`); 413: too large. Needs a "
+            "contributor or maintainer token."
+        ),
+        request={
+            "multipart/form-data": EvidenceUploadSerializer,
+            "application/json": EvidenceUploadSerializer,
+        },
+        responses={
+            201: IngestResultSerializer,
+            200: IngestResultSerializer,
+            202: OciAcceptedSerializer,
+            401: ErrorSerializer,
+            403: ErrorSerializer,
+            413: IngestResultSerializer,
+            415: ErrorSerializer,
+            422: IngestResultSerializer,
+        },
+        tags=TAGS,
+    )
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        limit = max_upload_bytes()
+        declared = request.META.get("CONTENT_LENGTH") or "0"
+        size = int(declared) if declared.isdigit() else 0
+        if size > limit + MULTIPART_OVERHEAD:
+            result = upload_refused(
+                user=request.user,
+                channel="api",
+                size=size,
+                reason=f"upload of {size} bytes exceeds the limit of {limit} bytes",
+                http_status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            )
+            return Response(_result_body(result, request), status=result.http_status)
+
+        data = request.data
+        if not hasattr(data, "getlist") and isinstance(data, dict):
+            unknown = sorted(set(data) - {"oci_ref"})
+            if unknown:
+                raise ValidationError(
+                    {
+                        "detail": 'A JSON body carries only {"oci_ref": …}; upload a bundle as the '
+                        f"multipart file field `bundle` (unexpected: {', '.join(unknown)[:200]})."
+                    }
+                )
+        serializer = EvidenceUploadSerializer(data=data)
+        serializer.is_valid(raise_exception=True)
+        values = serializer.validated_data
+
+        if values.get("oci_ref"):
+            log = oci.oci_upload_request(oci_ref=values["oci_ref"], user=request.user)
+            if log.state == UploadState.DONE and log.evidence_id is None and log.http_status:
+                return Response(_log_body(log, request), status=log.http_status)
+            status_url = reverse("api:upload-detail", args=[log.pk], request=request)
+            return Response(
+                {"upload_id": log.pk, "state": log.state, "status_url": status_url},
+                status=status.HTTP_202_ACCEPTED,
+                headers={"Location": status_url},
+            )
+
+        bundle = values["bundle"]
+        artifact_file = values.get("artifact")
+        blob = bundle.read(limit + 1)
+        artifact = artifact_file.read(limit + 1) if artifact_file is not None else None
+        result = evidence_ingest(
+            data=blob,
+            artifact=artifact,
+            filename=bundle.name or "",
+            user=request.user,
+            channel="api",
+        )
+        return Response(_result_body(result, request), status=result.http_status)
+
+
+class EvidenceBundleView(APIView):
+    """The exact stored bytes."""
+
+    authentication_classes = [BearerTokenAuthentication]
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        summary="Download the exact evidence bytes",
+        description="What was uploaded, byte for byte; `ETag` is its sha256.",
+        responses={
+            (200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY),
+            304: OpenApiResponse(description="Not modified (If-None-Match)."),
+            404: ErrorSerializer,
+        },
+        tags=TAGS,
+    )
+    def get(self, request: Request, pk: int) -> HttpResponse:
+        evidence = get_object_or_404(
+            Evidence.objects.only("pk", "sha256", "content", "media_type", "container"), pk=pk
+        )
+        etag = f'"{evidence.sha256}"'
+        if etag in request.headers.get("If-None-Match", ""):
+            return HttpResponseNotModified(headers={"ETag": etag})
+        response = HttpResponse(
+            bytes(evidence.content), content_type=evidence.media_type or "application/octet-stream"
+        )
+        response["Content-Disposition"] = f'attachment; filename="{_download_name(evidence)}"'
+        response["ETag"] = etag
+        response["X-Content-Type-Options"] = "nosniff"
+        response["Cache-Control"] = "public, max-age=31536000, immutable"
+        return response
+
+
+def _download_name(evidence: Evidence) -> str:
+    short = evidence.sha256[:12]
+    if evidence.media_type == "application/gzip":
+        return f"evidence-{short}.tar.gz"
+    if evidence.media_type == "application/x-tar":
+        return f"evidence-{short}.tar"
+    return f"evidence-{short}.sigstore.json"
+
+
+class EvidenceWithdrawView(APIView):
+    authentication_classes = [BearerTokenAuthentication]
+    permission_classes = [HasRole.of(Role.CONTRIBUTOR, Role.MAINTAINER)]
+    parser_classes = [BoundedJSONParser, MultiPartParser]
+
+    @extend_schema(
+        summary="Withdraw evidence",
+        description="A contributor withdraws their own uploads, a maintainer any. It stays "
+        "visible as withdrawn and stops counting. A reason is required.",
+        request=WithdrawInputSerializer,
+        responses={
+            200: EvidenceDetailSerializer,
+            400: ErrorSerializer,
+            401: ErrorSerializer,
+            403: ErrorSerializer,
+            404: ErrorSerializer,
+            409: ErrorSerializer,
+        },
+        tags=TAGS,
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        evidence = get_object_or_404(
+            Evidence.objects.select_related("signer", "recipe", "withdrawn_by").defer(
+                "content", "artifact"
+            ),
+            pk=pk,
+        )
+        serializer = WithdrawInputSerializer(data=request.data)
+        if not serializer.is_valid():
+            return Response(
+                {
+                    "detail": "A reason is required to withdraw evidence.",
+                    "errors": serializer.errors,
+                },
+                status=status.HTTP_400_BAD_REQUEST,
+            )
+        try:
+            evidence_withdraw(
+                evidence=evidence,
+                by=request.user,
+                roles=roles_of(request),
+                reason=serializer.validated_data["reason"],
+            )
+        except WithdrawalError as exc:
+            return Response({"detail": exc.message}, status=WITHDRAWAL_STATUS[exc.code])
+        context = {"request": request, "staleness": staleness_bulk([evidence])}
+        return Response(EvidenceDetailSerializer(evidence, context=context).data)
+
+
+class UploadDetailView(APIView):
+    """An upload's state and outcome (OCI uploads are finished by a worker)."""
+
+    authentication_classes = [BearerTokenAuthentication]
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        summary="Upload status",
+        description="The uploader, auditors and maintainers may read it.",
+        responses={200: UploadStatusSerializer, 401: ErrorSerializer, 404: ErrorSerializer},
+        tags=TAGS,
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        log = get_object_or_404(UploadLog.objects.all(), pk=pk)
+        roles = roles_of(request)
+        if log.user_id != request.user.pk and not roles & {Role.MAINTAINER, Role.AUDITOR}:
+            raise PermissionDenied("Only the uploader, an auditor or a maintainer may see it.")
+        return Response(UploadStatusSerializer(log, context={"request": request}).data)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List signers",
+        parameters=[
+            OpenApiParameter(
+                "class",
+                OpenApiTypes.STR,
+                enum=["first-party", "partner", "community", "registered-key", "reported"],
+            ),
+            OpenApiParameter("counted", OpenApiTypes.BOOL),
+            OpenApiParameter("kind", OpenApiTypes.STR, enum=["keyless", "key"]),
+        ],
+        tags=TAGS,
+    ),
+    retrieve=extend_schema(
+        summary="One signer, with its class history",
+        responses={200: SignerDetailSerializer, 404: ErrorSerializer},
+        tags=TAGS,
+    ),
+)
+class SignerViewSet(viewsets.ReadOnlyModelViewSet):
+    authentication_classes = [BearerTokenAuthentication]
+    permission_classes = [AllowAny]
+    lookup_field = "slug"
+    lookup_value_regex = "[0-9a-f]{32}"
+    filterset_class = SignerFilter
+    pagination_class = EvidencePagination
+
+    def get_queryset(self) -> QuerySet[Signer]:
+        qs = Signer.objects.annotate(evidence_count=Count("evidence")).order_by("label", "pk")
+        if self.action == "retrieve":
+            qs = qs.select_related("key").prefetch_related(
+                Prefetch("class_changes", queryset=SignerClassChange.objects.order_by("-at", "-pk"))
+            )
+        return qs
+
+    def get_serializer_class(self) -> type:
+        return SignerDetailSerializer if self.action == "retrieve" else SignerListSerializer

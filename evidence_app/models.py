@@ -1,0 +1,361 @@
+"""Signed validation evidence and everything needed to decide whether it counts.
+
+Nothing here is counted or shown as verified unless the ingest pipeline
+(``evidence_app.services.ingest.evidence_ingest``) passed every step; failed uploads leave only an
+``UploadLog`` row.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from recipes_app.models import Recipe
+
+
+class Role(models.TextChoices):
+    CONTRIBUTOR = "contributor", "Contributor (uploads and withdraws own evidence)"
+    AUDITOR = "auditor", "Auditor (reads and exports everything)"
+    MAINTAINER = "maintainer", "Maintainer (keys, trust roots, allowlist, clusters)"
+
+
+class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
+    def active(self) -> ApiTokenQuerySet:
+        return self.filter(revoked_at__isnull=True, user__is_active=True)
+
+
+class ApiToken(models.Model):
+    """A bearer token. Only its sha256 is stored; the token itself is shown once."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    role = models.CharField(max_length=20, choices=Role.choices)
+    prefix = models.CharField(max_length=16, unique=True, help_text="Public part, for lookup.")
+    key_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user}, {self.role})"
+
+
+class TrustRootQuerySet(models.QuerySet["TrustRoot"]):
+    def enabled(self) -> TrustRootQuerySet:
+        return self.filter(enabled=True).order_by("-is_production", "name")
+
+
+class TrustRoot(models.Model):
+    """A Sigstore trusted_root.json keyless bundles are verified against (offline, no TUF)."""
+
+    name = models.CharField(max_length=100, unique=True)
+    trusted_root_json = models.TextField()
+    sha256 = models.CharField(max_length=64, blank=True, help_text="sha256 of the JSON text.")
+    is_production = models.BooleanField(default=False)
+    enabled = models.BooleanField(default=True)
+    accepted_issuers = models.TextField(
+        blank=True,
+        help_text=(
+            "OIDC issuers (one per line) this root's certificate authority issues identities "
+            "for, e.g. a private Fulcio's own identity provider. Added to the accepted issuers."
+        ),
+    )
+    added_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    added_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TrustRootQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def issuer_list(self) -> list[str]:
+        return [line.strip() for line in self.accepted_issuers.splitlines() if line.strip()]
+
+
+class SigningKeyQuerySet(models.QuerySet["SigningKey"]):
+    def active(self) -> SigningKeyQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+
+class SigningKey(models.Model):
+    """A maintainer-registered public key; key-signed evidence counts only with one of these."""
+
+    name = models.CharField(max_length=200)
+    public_key_pem = models.TextField()
+    fingerprint = models.CharField(
+        max_length=64, unique=True, help_text="sha256 of the DER SubjectPublicKeyInfo."
+    )
+    algorithm = models.CharField(max_length=30)
+    is_demo = models.BooleanField(default=False, help_text="Made by the demo seeder.")
+    registered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    registered_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = SigningKeyQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.fingerprint[:16]})"
+
+
+class AllowlistQuerySet(models.QuerySet["Allowlist"]):
+    def in_force(self) -> Allowlist | None:
+        return self.order_by("-created_at", "-pk").first()
+
+
+class Allowlist(models.Model):
+    """One version of the signer allowlist, in AICR's ``allowlist.yaml`` format.
+
+    Versions are append-only: the newest is in force, older ones are the history.
+    """
+
+    body = models.TextField()
+    note = models.CharField(max_length=500, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = AllowlistQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"allowlist #{self.pk} ({self.created_at:%Y-%m-%d %H:%M})"
+
+
+class SignerKind(models.TextChoices):
+    KEYLESS = "keyless", "Keyless (Sigstore certificate)"
+    KEY = "key", "Key-signed"
+
+
+class SignerClass(models.TextChoices):
+    FIRST_PARTY = "first-party", "First-party"
+    PARTNER = "partner", "Partner"
+    COMMUNITY = "community", "Community"
+    REGISTERED_KEY = "registered-key", "Registered key"
+    REPORTED = "reported", "Reported (verified, not allowlisted)"
+
+
+class SignerQuerySet(models.QuerySet["Signer"]):
+    def counted(self) -> SignerQuerySet:
+        return self.filter(counted=True)
+
+
+class Signer(models.Model):
+    """A verified signing identity: a certificate's (issuer, identity), or a public key."""
+
+    kind = models.CharField(max_length=10, choices=SignerKind.choices)
+    issuer = models.CharField(max_length=1000, blank=True)
+    identity = models.CharField(max_length=4000, blank=True)
+    key = models.ForeignKey(SigningKey, null=True, blank=True, on_delete=models.PROTECT)
+    source_id = models.CharField(
+        max_length=64,
+        unique=True,
+        help_text="sha256(issuer + '\\n' + identity), or of the key fingerprint for keys.",
+    )
+    slug = models.CharField(max_length=32, unique=True, help_text="First 32 hex of source_id.")
+    signer_class = models.CharField(max_length=20, choices=SignerClass.choices)
+    counted = models.BooleanField(default=False, help_text="Allowlisted or a registered key.")
+    label = models.CharField(max_length=200)
+    first_seen = models.DateTimeField(auto_now_add=True)
+
+    objects = SignerQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["label", "pk"]
+        indexes = [models.Index(fields=["signer_class"])]
+
+    def __str__(self) -> str:
+        return self.label
+
+
+class SignerClassChange(models.Model):
+    """History: why a signer's class or counting changed (allowlist edit, key revoked, …)."""
+
+    signer = models.ForeignKey(Signer, on_delete=models.CASCADE, related_name="class_changes")
+    from_class = models.CharField(max_length=20, blank=True)
+    to_class = models.CharField(max_length=20)
+    from_counted = models.BooleanField(null=True)
+    to_counted = models.BooleanField()
+    allowlist = models.ForeignKey(Allowlist, null=True, blank=True, on_delete=models.SET_NULL)
+    reason = models.CharField(max_length=500)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.signer}: {self.from_class or '-'} → {self.to_class} ({self.reason})"
+
+
+class Container(models.TextChoices):
+    BUNDLE = "bundle", "Sigstore bundle"
+    SUMMARY_BUNDLE = "summary-bundle", "AICR evidence directory (tarball)"
+    OCI = "oci", "OCI artifact pulled by digest"
+
+
+class Verdict(models.TextChoices):
+    VERIFIED = "verified", "Verified"
+    INVALID = "invalid", "Invalid"
+    UNSUPPORTED = "unsupported", "Unsupported format"
+    REJECTED = "rejected", "Rejected"
+
+
+class EvidenceQuerySet(models.QuerySet["Evidence"]):
+    def not_withdrawn(self) -> EvidenceQuerySet:
+        return self.filter(withdrawn_at__isnull=True)
+
+    def counted(self) -> EvidenceQuerySet:
+        """What consensus counts: verified, not withdrawn, counted signer, real hardware."""
+        return self.filter(
+            verdict=Verdict.VERIFIED,
+            withdrawn_at__isnull=True,
+            signer__counted=True,
+            is_simulated=False,
+        )
+
+    def for_recipe_name(self, name: str) -> EvidenceQuerySet:
+        return self.filter(recipe__name=name)
+
+    def verified(self) -> EvidenceQuerySet:
+        return self.filter(verdict=Verdict.VERIFIED)
+
+    def for_listing(self) -> EvidenceQuerySet:
+        """Rows for lists: the signer and recipe joined, the stored bytes left in the database."""
+        return self.select_related("signer", "recipe").defer(
+            "content", "artifact", "transcript", "certificate", "verify_commands"
+        )
+
+
+class Evidence(models.Model):
+    """The exact bytes of one piece of verified evidence, content-addressed by sha256."""
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    content = models.BinaryField()
+    size = models.PositiveIntegerField()
+    container = models.CharField(max_length=20, choices=Container.choices)
+    media_type = models.CharField(max_length=100)
+    artifact = models.BinaryField(null=True, blank=True)
+    oci_ref = models.CharField(max_length=500, blank=True)
+    verdict = models.CharField(max_length=20, choices=Verdict.choices)
+    transcript = models.JSONField()
+    signer = models.ForeignKey(Signer, on_delete=models.PROTECT, related_name="evidence")
+    recipe = models.ForeignKey(
+        Recipe,
+        on_delete=models.PROTECT,
+        related_name="evidence",
+        help_text="The recipe whose digest the subject names (possibly an older catalog's).",
+    )
+    recipe_name = models.CharField(max_length=200, db_index=True)
+    subject_digest = models.CharField(max_length=64, db_index=True)
+    predicate_type = models.CharField(max_length=200)
+    aicr_version = models.CharField(max_length=100, blank=True)
+    aicr_version_key = models.CharField(
+        max_length=600,
+        blank=True,
+        help_text="Digits-only sort key of aicr_version (Go semver order; see services.versions).",
+    )
+    validator_catalog_version = models.CharField(max_length=100, blank=True)
+    validator_catalog_version_key = models.CharField(max_length=600, blank=True)
+    k8s_version = models.CharField(max_length=100, blank=True)
+    attested_at = models.DateTimeField()
+    predicate = models.JSONField()
+    check_results = models.JSONField(
+        default=dict, help_text="Per phase, per check results read from CTRF (tarballs only)."
+    )
+    certificate = models.JSONField(default=dict, help_text="Verified certificate claims.")
+    rekor_log_index = models.BigIntegerField(null=True, blank=True)
+    integrated_time = models.DateTimeField(
+        null=True, blank=True, help_text="Verified signing time (Rekor v1 or TSA)."
+    )
+    trusted_root_name = models.CharField(
+        max_length=100, blank=True, help_text="The trusted root that verified it (keyless)."
+    )
+    verify_commands = models.JSONField(
+        default=list, help_text="[{tool, text, note}] built from verified values only."
+    )
+    is_demo = models.BooleanField(default=False)
+    is_simulated = models.BooleanField(default=False)
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="uploaded_evidence",
+    )
+    uploaded_at = models.DateTimeField(auto_now_add=True)
+    withdrawn_at = models.DateTimeField(null=True, blank=True)
+    withdrawn_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="withdrawn_evidence",
+    )
+    withdrawal_reason = models.CharField(max_length=1000, blank=True)
+
+    objects = EvidenceQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-attested_at", "-pk"]
+        indexes = [
+            models.Index(fields=["recipe_name", "signer", "-attested_at"]),
+            models.Index(fields=["signer", "-attested_at"]),
+            models.Index(fields=["recipe_name", "aicr_version_key"]),
+            models.Index(fields=["verdict", "-attested_at"]),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(withdrawn_at__isnull=True) | ~Q(withdrawal_reason=""),
+                name="evidence_withdrawal_has_reason",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"evidence {self.sha256[:12]} for {self.recipe_name}"
+
+
+class UploadState(models.TextChoices):
+    PENDING = "pending", "Waiting for a worker"
+    RUNNING = "running", "Being pulled and verified"
+    DONE = "done", "Done"
+
+
+class UploadLog(models.Model):
+    """Every upload attempt and its outcome; the only trace a failed upload leaves.
+
+    Direct uploads are written once, ``done``. An OCI reference is written ``pending`` by the
+    web process and completed by an ``ingest`` worker (``pending`` → ``running`` → ``done``).
+    """
+
+    at = models.DateTimeField(auto_now_add=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    channel = models.CharField(max_length=10)  # "form", "api", "oci", "seed", "run"
+    state = models.CharField(max_length=10, choices=UploadState.choices, default=UploadState.DONE)
+    oci_ref = models.CharField(max_length=500, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    sha256 = models.CharField(max_length=64, blank=True)
+    size = models.PositiveIntegerField(default=0)
+    filename = models.CharField(max_length=255, blank=True)
+    verdict = models.CharField(max_length=20, choices=Verdict.choices, blank=True)
+    failed_step = models.CharField(max_length=20, blank=True)
+    reason = models.TextField(blank=True)
+    transcript = models.JSONField(default=list)
+    signer = models.JSONField(default=dict, help_text="Summary of the verified signer, if any.")
+    created = models.BooleanField(null=True, help_text="True: a new record; False: known bytes.")
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    evidence = models.ForeignKey(Evidence, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"upload {self.sha256[:12] or '-'}: {self.verdict}"

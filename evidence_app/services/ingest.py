@@ -1,0 +1,696 @@
+"""Verify-before-count ingest: uploaded bytes → a verified, bound, classified Evidence record.
+
+Steps, each a transcript line ``{step, ok, detail}``, stopping at the first failure:
+
+``parse``      the bytes are a Sigstore bundle (v0.1-v0.3, or a bare DSSE envelope), or an AICR
+               evidence directory as tar / tar.gz carrying ``attestation.intoto.jsonl``;
+``signature``  keyless against the enabled ``TrustRoot`` rows (issuer policy: see
+               ``services.signers``), or key-signed against the active ``SigningKey`` rows;
+``statement``  the in-toto statement is AICR recipe evidence;
+``manifest``   (tarballs) every file matches ``manifest.json`` and the predicate's digests;
+``bind``       the subject digest is some catalog version's recipe digest (the current catalog
+               preferred; an older catalog's recipe binds to that row and is stale);
+``classify``   the signer's class and weight from the allowlist in force / registered keys.
+
+Verdicts: ``verified``; ``invalid`` (malformed, bad signature, tampered files);
+``unsupported`` (a format the verifiers cannot check); ``rejected`` (not acceptable evidence:
+not AICR recipe evidence, unknown recipe, unsigned, too large). Only a verified upload writes
+rows (Signer, SignerClassChange, Evidence); every upload writes one ``UploadLog``.
+
+Content addressing: one Evidence per sha256 of the uploaded bytes (a unique constraint); the
+same bytes again answer 200 with the existing record, also when two uploads race.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from evidence_app.models import (
+    Allowlist,
+    Container,
+    Evidence,
+    Signer,
+    UploadLog,
+    UploadState,
+    Verdict,
+)
+from evidence_app.services import keys, signers, trust_roots
+from evidence_app.services.signers import SignerDecision
+from evidence_app.services.versions import version_key
+from evidence_app.verification import (
+    AicrStatement,
+    BundleError,
+    SignatureOutcome,
+    StatementError,
+    SummaryBundle,
+    SummaryBundleError,
+    Transcript,
+    commands_for,
+    parse_bundle,
+    parse_statement,
+    verify_signature,
+)
+from evidence_app.verification.pipeline import VerificationReport, is_archive
+from evidence_app.verification.signature import EXTRA_POLICY_NAMES
+from evidence_app.verification.summary_bundle import check_summary_files, open_summary_bundle
+from evidence_app.verification.trust import TrustRoot as LoadedRoot
+from recipes_app.models import Catalog, Recipe
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_UPLOAD_BYTES = 10 * 1024 * 1024
+STATUS_CREATED = 201
+STATUS_EXISTING = 200
+STATUS_REFUSED = 422
+STATUS_TOO_LARGE = 413
+BUNDLE_FILE = "evidence.sigstore.json"
+MAX_REASON = 1000
+
+
+def max_upload_bytes() -> int:
+    return int(getattr(settings, "EVIDENCE_MAX_UPLOAD_BYTES", DEFAULT_MAX_UPLOAD_BYTES))
+
+
+@dataclass
+class IngestResult:
+    """What happened to one upload (also the API's response body, less ``evidence``)."""
+
+    evidence: Evidence | None
+    created: bool
+    verdict: str
+    failed_step: str
+    signer: dict[str, Any]
+    transcript: list[dict[str, Any]]
+    reason: str
+    http_status: int
+    upload: UploadLog | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == Verdict.VERIFIED
+
+
+@dataclass(frozen=True)
+class VerificationPolicy:
+    """What a signature must satisfy, read from the database and settings once per upload."""
+
+    trusted_roots: list[LoadedRoot]
+    issuers: list[str]
+    identity_regex: str | None = None
+    extra_policies: Mapping[str, str] = field(default_factory=dict)
+    public_keys: Mapping[str, str] = field(default_factory=dict)
+
+
+def policy_current(allowlist: Any = None) -> VerificationPolicy:
+    regex = getattr(settings, "EVIDENCE_IDENTITY_REGEX", None) or None
+    if regex is not None:
+        try:
+            re.compile(regex)
+        except re.error as exc:
+            raise ImproperlyConfigured(f"EVIDENCE_IDENTITY_REGEX is not a regex: {exc}") from None
+    extra = dict(getattr(settings, "EVIDENCE_EXTRA_POLICIES", None) or {})
+    unknown = sorted(set(extra) - EXTRA_POLICY_NAMES)
+    if unknown:
+        raise ImproperlyConfigured(f"EVIDENCE_EXTRA_POLICIES: unknown policies {unknown}")
+    return VerificationPolicy(
+        trusted_roots=trust_roots.enabled_roots(),
+        issuers=signers.accepted_issuers(allowlist),
+        identity_regex=regex,
+        extra_policies=extra,
+        public_keys=keys.active_public_keys(),
+    )
+
+
+# --- the verification half -------------------------------------------------------------------
+
+
+@dataclass
+class _Verified:
+    report: VerificationReport
+    verdict: str = ""
+    media_type: str = ""
+    unsigned: bool = False
+
+
+def _verify(data: bytes, *, artifact: bytes | None, policy: VerificationPolicy) -> _Verified:
+    """``verification.pipeline.verify_evidence`` plus the signed artifact (needed for message
+    signatures and checked against DSSE subjects)."""
+    transcript = Transcript()
+    tarball = is_archive(data)
+    report = VerificationReport(transcript=transcript, kind="tarball" if tarball else "bundle")
+    result = _Verified(report=report)
+
+    archive = None
+    detail = ""
+    if tarball:
+        result.media_type = "application/gzip" if data[:2] == b"\x1f\x8b" else "application/x-tar"
+        try:
+            archive = open_summary_bundle(data)
+            bundle_bytes = archive.signed_bundle
+        except SummaryBundleError as exc:
+            transcript.fail("parse", str(exc))
+            return result
+        if bundle_bytes is None:
+            result.unsigned = True
+            transcript.fail(
+                "parse",
+                "unsigned evidence: the archive has no attestation.intoto.jsonl (sign it with "
+                "`aicr evidence publish` or cosign first)",
+            )
+            return result
+        detail = f"tar archive, {len(archive.files)} files in {archive.root or './'}"
+    else:
+        bundle_bytes = data
+    try:
+        parsed = parse_bundle(bundle_bytes)
+    except BundleError as exc:
+        status = "unsupported" if exc.unsupported else "invalid"
+        report.outcome = SignatureOutcome(status=status, detail=str(exc), step="parse")
+        transcript.fail("parse", ("unsupported: " if exc.unsupported else "") + str(exc))
+        return result
+    if not tarball:
+        result.media_type = parsed.media_type or "application/vnd.dsse.envelope.v1+json"
+    kind = "DSSE" if parsed.content == "dsse" else "message signature"
+    material = "certificate" if parsed.has_certificate else "public key"
+    transcript.ok_step(
+        "parse",
+        "; ".join(
+            filter(
+                None,
+                [detail, f"Sigstore bundle {parsed.version or 'envelope'}, {kind}, {material}"],
+            )
+        ),
+    )
+
+    try:
+        outcome = verify_signature(
+            parsed,
+            trusted_root=policy.trusted_roots,
+            identity_regex=policy.identity_regex,
+            issuer=policy.issuers,
+            extra_policies=policy.extra_policies or None,
+            public_keys=policy.public_keys,
+            artifact=artifact,
+        )
+    except ValueError as exc:
+        # Only configuration can cause this (no enabled trusted root, no accepted issuer).
+        message = str(exc)
+        if "trusted root" in message:
+            message = "no trusted root is enabled for keyless verification"
+        elif "issuer" in message:
+            message = "no OIDC issuer is accepted (EVIDENCE_ACCEPTED_ISSUERS and allowlist empty)"
+        outcome = SignatureOutcome(status="invalid", detail=message, step="signature")
+    report.outcome = outcome
+    if not outcome.ok:
+        if outcome.mode == "key" and "registered" in outcome.detail:
+            count = len(policy.public_keys)
+            detail = (
+                f"no registered key matched: the signature does not verify with any of the "
+                f"{count} active registered key{'s' if count != 1 else ''}"
+                if count
+                else "no registered key matched: no key is registered (key-signed evidence "
+                "counts only with a key a maintainer registered)"
+            )
+        else:
+            detail = ("unsupported: " if outcome.status == "unsupported" else "") + outcome.detail
+        transcript.fail("signature", detail)
+        return result
+    transcript.ok_step("signature", outcome.detail)
+
+    try:
+        statement = parse_statement(outcome.payload, payload_type=outcome.payload_type)
+    except StatementError as exc:
+        transcript.fail("statement", str(exc))
+        return result
+    report.statement = statement
+    transcript.ok_step(
+        "statement",
+        f"{statement.predicate_type}: recipe {statement.recipe_name} "
+        f"sha256:{statement.recipe_digest[:12]}…, "
+        f"attested {statement.attested_at:%Y-%m-%dT%H:%M:%SZ}, AICR {statement.aicr_version}",
+    )
+
+    if archive is not None:
+        try:
+            summary = check_summary_files(archive, statement=statement)
+        except SummaryBundleError as exc:
+            report.statement = None
+            transcript.fail("manifest", str(exc))
+            return result
+        report.summary = summary
+        transcript.ok_step(
+            "manifest",
+            f"{len(summary.manifest)} files match manifest.json; CTRF digests match for "
+            + ", ".join(sorted(summary.ctrf)),
+        )
+    return result
+
+
+def _verdict_of_failure(verified: _Verified) -> str:
+    failed = verified.report.transcript.failed_step
+    assert failed is not None
+    if failed.step == "parse":
+        if verified.unsigned:
+            return Verdict.REJECTED
+        outcome = verified.report.outcome
+        return (
+            Verdict.UNSUPPORTED
+            if outcome is not None and outcome.status == "unsupported"
+            else Verdict.INVALID
+        )
+    if failed.step == "signature":
+        outcome = verified.report.outcome
+        return (
+            Verdict.UNSUPPORTED
+            if outcome is not None and outcome.status == "unsupported"
+            else Verdict.INVALID
+        )
+    if failed.step == "manifest":
+        return Verdict.INVALID
+    return Verdict.REJECTED  # statement, bind
+
+
+# --- bind --------------------------------------------------------------------------------
+
+
+def _bind(statement: AicrStatement) -> tuple[Recipe | None, str]:
+    """The recipe row the statement names (current catalog first), or None and the reason."""
+    digest = statement.recipe_digest
+    candidates = list(
+        Recipe.objects.for_listing()
+        .filter(digest=digest)
+        .select_related("catalog")
+        .defer("catalog__files")
+        .order_by("-catalog__imported_at", "-catalog__pk")
+    )
+    named = [r for r in candidates if r.name == statement.recipe_name]
+    if not named:
+        if candidates:
+            return None, (
+                f"subject digest sha256:{digest[:12]}… is the digest of recipe "
+                f"{candidates[0].name!r}, not of {statement.recipe_name!r}"
+            )
+        current = Recipe.objects.current().filter(name=statement.recipe_name).first()
+        hint = (
+            f"; the current catalog's {statement.recipe_name} has digest sha256:"
+            f"{current.digest[:12]}…"
+            if current is not None
+            else f"; no catalog version has a recipe named {statement.recipe_name!r}"
+        )
+        return None, (
+            f"unknown recipe: no catalog version has recipe {statement.recipe_name!r} with "
+            f"digest sha256:{digest[:12]}…{hint}"
+        )
+    current_catalog = Catalog.objects.current()
+    in_current = [r for r in named if current_catalog and r.catalog_id == current_catalog.pk]
+    recipe = in_current[0] if in_current else named[0]
+    if in_current:
+        return recipe, (
+            f"recipe {recipe.name} (sha256:{digest[:12]}…) of the current catalog "
+            f"#{recipe.catalog_id}"
+        )
+    now = Recipe.objects.current().filter(name=recipe.name).first()
+    why = (
+        f"the current catalog's digest is sha256:{now.digest[:12]}…"
+        if now is not None
+        else "the recipe is not in the current catalog"
+    )
+    return recipe, (
+        f"recipe {recipe.name} (sha256:{digest[:12]}…) of an older catalog #{recipe.catalog_id}; "
+        f"{why}: stale (recipe changed)"
+    )
+
+
+# --- what is stored --------------------------------------------------------------------------
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _certificate(decision: SignerDecision, outcome: SignatureOutcome) -> dict[str, Any]:
+    claims = outcome.signer
+    assert claims is not None
+    if claims.mode == "key":
+        assert decision.key is not None
+        return {
+            "mode": "key",
+            "key_id": decision.key.pk,
+            "key_name": decision.key.name,
+            "key_fingerprint": claims.key_fingerprint,
+            "algorithm": decision.key.algorithm,
+            "is_demo_key": decision.key.is_demo,
+        }
+    return {
+        "mode": "keyless",
+        "identity": claims.identity,
+        "issuer": claims.issuer,
+        "claims": dict(claims.claims),
+        "certificate_sha256": claims.certificate_sha256,
+        "not_before": _iso(claims.certificate_not_before),
+        "not_after": _iso(claims.certificate_not_after),
+        "trusted_root": claims.trusted_root,
+        "production_root": claims.production_root,
+        "tlog_kind": claims.tlog_kind,
+        "rekor_log_index": claims.rekor_log_index,
+        "rekor_log_id": claims.rekor_log_id,
+        "integrated_time": _iso(claims.integrated_time),
+        "timestamp_authority_time": _iso(claims.timestamp_authority_time),
+    }
+
+
+def _thresholds(recipe: Recipe) -> dict[tuple[str, str], list[Any]]:
+    found: dict[tuple[str, str], list[Any]] = {}
+    checks = recipe.checks if isinstance(recipe.checks, dict) else {}
+    for phase, items in checks.items():
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict) and item.get("name"):
+                found[(phase, str(item["name"]))] = list(item.get("thresholds") or [])
+    return found
+
+
+def check_results_from(summary: SummaryBundle | None, recipe: Recipe) -> dict[str, Any]:
+    """``{phase: {check: {status, raw_status, duration_ms, message, metrics, thresholds}}}``
+    from the bundle's CTRF reports (a failing duplicate wins over a passing one)."""
+    if summary is None:
+        return {}
+    thresholds = _thresholds(recipe)
+    results: dict[str, Any] = {}
+    for phase, report in sorted(summary.ctrf.items()):
+        checks: dict[str, Any] = {}
+        for test in report.tests:
+            previous = checks.get(test.name)
+            if previous is not None and previous["status"] == "failed":
+                continue
+            checks[test.name] = {
+                "status": test.status,
+                "raw_status": test.raw_status,
+                "duration_ms": test.duration_ms,
+                "message": test.message,
+                "metrics": [
+                    {"label": m.label, "value": m.value, "unit": m.unit} for m in test.metrics
+                ],
+                "thresholds": thresholds.get((phase, test.name), []),
+            }
+        results[phase] = checks
+    return results
+
+
+def _fingerprint_value(statement: AicrStatement, name: str) -> str:
+    value = statement.fingerprint.get(name)
+    if value is None or value.value is None:
+        return ""
+    return str(value.value)[:100]
+
+
+def _commands(
+    outcome: SignatureOutcome, statement: AicrStatement, *, tarball: bool, oci_ref: str
+) -> list[dict[str, str]]:
+    if tarball:
+        files = {
+            "bundle_file": "summary-bundle/attestation.intoto.jsonl",
+            "artifact_file": "summary-bundle/recipe.yaml",
+            "aicr_input": "./summary-bundle",
+        }
+    else:
+        files = {"bundle_file": BUNDLE_FILE, "artifact_file": "recipe.yaml", "aicr_input": None}
+    if oci_ref:
+        files["aicr_input"] = oci_ref
+    try:
+        commands = commands_for(outcome, predicate_type=statement.predicate_type, **files)
+    except ValueError:
+        logger.warning("no verify commands for bundle %s", outcome.bundle_sha256, exc_info=True)
+        return []
+    return [{"tool": c.tool, "text": c.text, "note": c.note} for c in commands]
+
+
+# --- the service -----------------------------------------------------------------------------
+
+
+def _log(
+    *,
+    upload: UploadLog | None,
+    user: Any,
+    channel: str,
+    sha256: str,
+    size: int,
+    filename: str,
+    oci_ref: str,
+    result: IngestResult,
+) -> UploadLog:
+    log = upload or UploadLog(user=user if _is_user(user) else None, channel=channel)
+    log.state = UploadState.DONE
+    log.oci_ref = oci_ref or log.oci_ref
+    log.sha256 = sha256
+    log.size = size
+    log.filename = filename[:255]
+    log.verdict = result.verdict
+    log.failed_step = result.failed_step
+    log.reason = result.reason[:MAX_REASON]
+    log.transcript = result.transcript
+    log.signer = result.signer
+    log.created = result.created if result.ok else None
+    log.http_status = result.http_status
+    log.completed_at = timezone.now()
+    log.evidence = result.evidence
+    log.save()
+    result.upload = log
+    return log
+
+
+def _is_user(user: Any) -> bool:
+    return user is not None and getattr(user, "is_authenticated", False) and user.pk is not None
+
+
+def _failure(
+    transcript: list[dict[str, Any]],
+    *,
+    verdict: str,
+    step: str,
+    reason: str,
+    http_status: int = STATUS_REFUSED,
+    signer: dict[str, Any] | None = None,
+) -> IngestResult:
+    return IngestResult(
+        evidence=None,
+        created=False,
+        verdict=verdict,
+        failed_step=step,
+        signer=signer or {},
+        transcript=transcript,
+        reason=reason,
+        http_status=http_status,
+    )
+
+
+def evidence_ingest(
+    *,
+    data: bytes,
+    artifact: bytes | None,
+    filename: str,
+    user: Any,
+    channel: str,
+    oci_ref: str = "",
+    upload: UploadLog | None = None,
+    is_simulated: bool = False,
+    is_demo: bool = False,
+) -> IngestResult:
+    """Verify, bind, classify and store one upload; see the module docstring.
+
+    ``upload``: an existing (OCI) ``UploadLog`` row to complete instead of writing a new one.
+    ``is_simulated``: evidence from a simulated cluster (labelled, never counted).
+    ``is_demo``: demo data; evidence signed by a demo key is demo data anyway.
+    """
+    data = bytes(data)
+    sha256 = hashlib.sha256(data).hexdigest()
+    common = {
+        "upload": upload,
+        "user": user,
+        "channel": channel,
+        "sha256": sha256,
+        "size": len(data),
+        "filename": filename or "",
+        "oci_ref": oci_ref,
+    }
+    limit = max_upload_bytes()
+    for what, blob in (("upload", data), ("artifact", artifact)):
+        if blob is not None and len(blob) > limit:
+            reason = f"{what} of {len(blob)} bytes exceeds the limit of {limit} bytes"
+            result = _failure(
+                [{"step": "parse", "ok": False, "detail": reason}],
+                verdict=Verdict.REJECTED,
+                step="parse",
+                reason=reason,
+                http_status=STATUS_TOO_LARGE,
+            )
+            _log(result=result, **common)
+            return result
+
+    allowlist_row, allowlist = signers.allowlist_in_force()
+    policy = policy_current(allowlist)
+    verified = _verify(data, artifact=artifact, policy=policy)
+    report = verified.report
+    transcript = report.transcript
+    outcome = report.outcome
+    # Who signed, once the signature verified (shown even when a later step refuses).
+    decision = (
+        signers.classify(outcome.signer, allowlist=allowlist)
+        if outcome is not None and outcome.ok and outcome.signer is not None
+        else None
+    )
+    signer_summary = decision.summary() if decision is not None else {}
+    if not transcript.ok or report.statement is None:
+        failed = transcript.failed_step
+        result = _failure(
+            transcript.to_list(),
+            verdict=_verdict_of_failure(verified),
+            step=failed.step if failed else "parse",
+            reason=failed.detail if failed else "not verified",
+            signer=signer_summary,
+        )
+        _log(result=result, **common)
+        return result
+
+    statement = report.statement
+    assert outcome is not None
+    assert outcome.signer is not None
+    assert decision is not None
+    recipe, bind_detail = _bind(statement)
+    if recipe is None:
+        transcript.fail("bind", bind_detail)
+        result = _failure(
+            transcript.to_list(),
+            verdict=Verdict.REJECTED,
+            step="bind",
+            reason=bind_detail,
+            signer=signer_summary,
+        )
+        _log(result=result, **common)
+        return result
+    transcript.ok_step("bind", bind_detail)
+    transcript.ok_step("classify", decision.detail)
+
+    evidence_fields = {
+        "sha256": sha256,
+        "content": data,
+        "size": len(data),
+        "container": Container.OCI
+        if oci_ref
+        else (Container.SUMMARY_BUNDLE if report.kind == "tarball" else Container.BUNDLE),
+        "media_type": verified.media_type[:100],
+        "artifact": artifact,
+        "oci_ref": oci_ref[:500],
+        "verdict": Verdict.VERIFIED,
+        "transcript": transcript.to_list(),
+        "recipe": recipe,
+        "recipe_name": statement.recipe_name,
+        "subject_digest": statement.recipe_digest,
+        "predicate_type": statement.predicate_type,
+        "aicr_version": statement.aicr_version[:100],
+        "aicr_version_key": version_key(statement.aicr_version),
+        "validator_catalog_version": statement.validator_catalog_version[:100],
+        "validator_catalog_version_key": version_key(
+            statement.validator_catalog_version, assume_v=True
+        ),
+        "k8s_version": _fingerprint_value(statement, "k8sVersion"),
+        "attested_at": statement.attested_at,
+        "predicate": dict(statement.predicate),
+        "check_results": check_results_from(report.summary, recipe),
+        "certificate": _certificate(decision, outcome),
+        "rekor_log_index": outcome.signer.rekor_log_index,
+        "integrated_time": outcome.signer.signed_at,
+        "trusted_root_name": (outcome.signer.trusted_root or "")[:100],
+        "verify_commands": _commands(
+            outcome, statement, tarball=report.kind == "tarball", oci_ref=oci_ref
+        ),
+        "is_demo": is_demo or bool(decision.key is not None and decision.key.is_demo),
+        "is_simulated": is_simulated,
+        "uploaded_by": user if _is_user(user) else None,
+    }
+    return _store(evidence_fields, decision=decision, allowlist_row=allowlist_row, common=common)
+
+
+def _existing(sha256: str) -> Evidence | None:
+    return Evidence.objects.filter(sha256=sha256).select_related("signer").first()
+
+
+@transaction.atomic
+def _store(
+    fields: dict[str, Any],
+    *,
+    decision: SignerDecision,
+    allowlist_row: Allowlist | None,
+    common: dict[str, Any],
+) -> IngestResult:
+    transcript = fields["transcript"]
+    evidence = _existing(fields["sha256"])
+    created = False
+    if evidence is None:
+        signer = signers.signer_upsert(decision, allowlist_row=allowlist_row)
+        try:
+            # Race: the same bytes uploaded twice at once. The unique sha256 decides; the
+            # loser's savepoint rolls back and it answers with the winner's record.
+            with transaction.atomic():
+                evidence = Evidence.objects.create(signer=signer, **fields)
+            created = True
+        except IntegrityError:
+            evidence = Evidence.objects.select_related("signer").get(sha256=fields["sha256"])
+    signer_row: Signer = evidence.signer
+    summary = decision.summary() | {
+        "class": signer_row.signer_class,
+        "counted": signer_row.counted,
+        "label": signer_row.label,
+        "slug": signer_row.slug,
+    }
+    result = IngestResult(
+        evidence=evidence,
+        created=created,
+        verdict=Verdict.VERIFIED,
+        failed_step="",
+        signer=summary,
+        transcript=transcript,
+        reason="" if created else f"already known: evidence #{evidence.pk} has these exact bytes",
+        http_status=STATUS_CREATED if created else STATUS_EXISTING,
+    )
+    _log(result=result, **common)
+    return result
+
+
+def upload_refused(
+    *,
+    user: Any,
+    channel: str,
+    size: int,
+    reason: str,
+    http_status: int = STATUS_REFUSED,
+    filename: str = "",
+) -> IngestResult:
+    """Record an upload refused before its bytes were read (e.g. too large)."""
+    result = _failure(
+        [{"step": "parse", "ok": False, "detail": reason}],
+        verdict=Verdict.REJECTED,
+        step="parse",
+        reason=reason,
+        http_status=http_status,
+    )
+    _log(
+        upload=None,
+        user=user,
+        channel=channel,
+        sha256="",
+        size=min(max(size, 0), 2**31 - 1),
+        filename=filename,
+        oci_ref="",
+        result=result,
+    )
+    return result

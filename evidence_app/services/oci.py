@@ -1,0 +1,501 @@
+"""Evidence by OCI reference: ``registry/repository@sha256:<manifest digest>``, pulled by an
+``ingest`` worker and then verified like an upload.
+
+* Only digest-pinned references are accepted (a tag can be moved after the fact); the
+  registry must be named explicitly. Parsing needs no network, so the web process can refuse a
+  bad reference at once; it never contacts the registry itself (``oci_upload_request`` only
+  writes a pending ``UploadLog`` and enqueues ``tasks.ingest_oci`` after commit).
+* The worker speaks the OCI distribution API over HTTPS (anonymous bearer-token challenge
+  supported), or plain HTTP only to a loopback registry when
+  ``EVIDENCE_OCI_ALLOW_LOOPBACK_HTTP`` is on. Every address it connects to (redirects and token
+  realms included) must be public, unless the registry is listed in
+  ``EVIDENCE_OCI_ALLOWED_REGISTRIES`` (then only listed registries are pulled from) or is
+  loopback with the setting on. No proxies from the environment are used.
+* The manifest's sha256 must equal the pinned digest and the layer's sha256 its descriptor's:
+  the registry is not trusted for content. Sizes are capped by ``EVIDENCE_MAX_UPLOAD_BYTES``.
+* The evidence layer is the one with a Sigstore bundle media type (or a ``*.sigstore.json`` /
+  ``*.jsonl`` title), else the one tar(+gzip) layer (an evidence directory), else the only layer
+  (``oras push`` of a plain file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import logging
+import re
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from evidence_app.models import UploadLog, UploadState, Verdict
+from evidence_app.services.ingest import evidence_ingest, max_upload_bytes
+from evidence_app.verification._json import JSONLimitError, JSONLimits, load_json
+
+logger = logging.getLogger(__name__)
+
+MAX_REF_CHARS = 500
+MAX_MANIFEST_BYTES = 4 * 1024 * 1024
+MAX_TOKEN_BYTES = 64 * 1024
+MAX_REDIRECTS = 5
+MAX_ATTEMPTS = 3
+USER_AGENT = "aicr-validation-dashboard (evidence ingest)"
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+OCI_ARTIFACT_MANIFEST = "application/vnd.oci.artifact.manifest.v1+json"
+INDEXES = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+)
+ACCEPT = ", ".join((OCI_MANIFEST, DOCKER_MANIFEST, OCI_ARTIFACT_MANIFEST, *INDEXES))
+TITLE = "org.opencontainers.image.title"
+BUNDLE_MEDIA_PREFIX = "application/vnd.dev.sigstore.bundle"
+ARCHIVE_MEDIA_TYPES = (
+    "application/vnd.oci.image.layer.v1.tar",
+    "application/vnd.oci.image.layer.v1.tar+gzip",
+    "application/vnd.docker.image.rootfs.diff.tar.gzip",
+    "application/x-tar",
+    "application/gzip",
+    "application/tar+gzip",
+)
+_MANIFEST_LIMITS = JSONLimits(max_bytes=MAX_MANIFEST_BYTES, max_depth=16, max_object_keys=256)
+
+_HOST = re.compile(
+    r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*)(?::[0-9]{1,5})?"
+)
+_REPO_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*")
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+class OciError(Exception):
+    """A reference or pull that cannot give evidence; ``verdict`` says how to record it."""
+
+    def __init__(self, message: str, *, verdict: str = Verdict.REJECTED) -> None:
+        super().__init__(message)
+        self.message = message
+        self.verdict = verdict
+
+
+@dataclass(frozen=True)
+class OciRef:
+    registry: str  # host[:port]
+    repository: str
+    digest: str  # sha256:<hex>
+    tag: str = ""
+
+    @property
+    def pinned(self) -> str:
+        return f"{self.registry}/{self.repository}@{self.digest}"
+
+    @property
+    def host(self) -> str:
+        return urllib.parse.urlsplit(f"//{self.registry}").hostname or ""
+
+    @property
+    def port(self) -> int | None:
+        return urllib.parse.urlsplit(f"//{self.registry}").port
+
+
+def parse_oci_ref(text: str) -> OciRef:
+    """Parse a digest-pinned reference; ``OciError`` with the reason otherwise (no network)."""
+    ref = (text or "").strip()
+    if not ref:
+        raise OciError("oci_ref is empty: give registry/repository@sha256:<digest>")
+    if len(ref) > MAX_REF_CHARS:
+        raise OciError(f"oci_ref is longer than {MAX_REF_CHARS} characters")
+    ref = ref.removeprefix("oci://")
+    name, at, digest = ref.partition("@")
+    tag = ""
+    slash = name.find("/")
+    if slash > 0 and ":" in name[slash:]:
+        name, _, tag = name.rpartition(":")
+        if not _TAG.fullmatch(tag):
+            raise OciError(f"oci_ref: {tag[:60]!r} is not a valid tag")
+    if not at:
+        if tag:
+            raise OciError(
+                f"oci_ref names tag {tag!r}, which can be moved after the fact: pin it by digest "
+                "(registry/repository@sha256:<manifest digest>, e.g. from `oras resolve` or "
+                "`crane digest`)"
+            )
+        raise OciError("oci_ref has no digest: give registry/repository@sha256:<manifest digest>")
+    if not _DIGEST.fullmatch(digest):
+        raise OciError("oci_ref: the digest must be sha256:<64 lowercase hex digits>")
+    registry, _, repository = name.partition("/")
+    if not repository or not _HOST.fullmatch(registry):
+        raise OciError("oci_ref must start with the registry host, e.g. ghcr.io/org/repo@sha256:…")
+    if "." not in registry and ":" not in registry and registry != "localhost":
+        raise OciError(
+            f"oci_ref: {registry!r} is not a registry host; name it explicitly "
+            "(e.g. ghcr.io/org/repo@sha256:…)"
+        )
+    if len(repository) > 255 or not all(
+        _REPO_COMPONENT.fullmatch(part) for part in repository.split("/")
+    ):
+        raise OciError(f"oci_ref: {repository[:100]!r} is not a valid repository name")
+    return OciRef(registry=registry.lower(), repository=repository, digest=digest, tag=tag)
+
+
+def registry_permitted(ref: OciRef) -> None:
+    """Refuse, before any network, references this site does not pull."""
+    if not getattr(settings, "EVIDENCE_OCI_ENABLED", False):
+        raise OciError(
+            "OCI references are not pulled on this site: pulls run only on an ingest worker "
+            "(EVIDENCE_OCI_ENABLED); upload the bundle instead"
+        )
+    allowed = [r.lower() for r in getattr(settings, "EVIDENCE_OCI_ALLOWED_REGISTRIES", [])]
+    if allowed and ref.registry not in allowed and ref.host not in allowed:
+        raise OciError(
+            f"registry {ref.registry} is not one this site pulls from ({', '.join(allowed)})"
+        )
+
+
+# --- HTTP ------------------------------------------------------------------------------------
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # redirects are followed by hand, each destination checked
+
+
+_opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+
+
+def _is_loopback_host(host: str) -> bool:
+    return host in ("localhost", "127.0.0.1", "::1") or host.startswith("127.")
+
+
+def _check_destination(url: str, *, registry: OciRef) -> None:
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if parts.scheme not in ("https", "http"):
+        raise OciError(f"refusing to follow a {parts.scheme or 'relative'} URL from the registry")
+    loopback_ok = bool(getattr(settings, "EVIDENCE_OCI_ALLOW_LOOPBACK_HTTP", False))
+    try:
+        infos = socket.getaddrinfo(host, parts.port or (443 if parts.scheme == "https" else 80))
+    except (socket.gaierror, UnicodeError) as exc:
+        raise OciError(f"registry host {host} cannot be resolved ({exc})") from None
+    addresses = {ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos}
+    loopback = all(a.is_loopback for a in addresses)
+    if parts.scheme == "http" and not (loopback and loopback_ok):
+        raise OciError(
+            f"refusing plain HTTP to {host}: only HTTPS, or a loopback registry when "
+            "EVIDENCE_OCI_ALLOW_LOOPBACK_HTTP is on"
+        )
+    if loopback:
+        if not loopback_ok:
+            raise OciError(f"refusing to pull from the loopback address {host}")
+        return
+    allowed = [r.lower() for r in getattr(settings, "EVIDENCE_OCI_ALLOWED_REGISTRIES", [])]
+    if allowed and host == registry.host:
+        return  # an operator-listed registry, wherever it resolves
+    if any(not a.is_global for a in addresses):
+        raise OciError(f"refusing to connect to {host}: it resolves to a non-public address")
+
+
+def _scheme(ref: OciRef) -> str:
+    loopback_ok = bool(getattr(settings, "EVIDENCE_OCI_ALLOW_LOOPBACK_HTTP", False))
+    return "http" if loopback_ok and _is_loopback_host(ref.host) else "https"
+
+
+def _timeout() -> float:
+    return float(getattr(settings, "EVIDENCE_OCI_TIMEOUT_SECONDS", 30))
+
+
+def _read(response: Any, limit: int, what: str) -> bytes:
+    declared = response.headers.get("Content-Length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise OciError(f"{what} is {declared} bytes, over the limit of {limit}")
+    data = response.read(limit + 1)
+    if len(data) > limit:
+        raise OciError(f"{what} is over the limit of {limit} bytes")
+    return data
+
+
+def _open(url: str, *, ref: OciRef, headers: dict[str, str]) -> Any:
+    _check_destination(url, registry=ref)
+    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **headers})  # noqa: S310 - scheme checked above
+    try:
+        return _opener.open(request, timeout=_timeout())
+    except urllib.error.HTTPError as exc:
+        return exc
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise OciError(
+            f"registry {ref.registry} is unreachable ({reason}); try again later"
+        ) from None
+
+
+def _bearer_token(challenge: str, *, ref: OciRef) -> str | None:
+    """An anonymous pull token from a ``WWW-Authenticate: Bearer realm=…`` challenge."""
+    if not challenge.lower().startswith("bearer "):
+        return None
+    params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
+    realm = params.get("realm")
+    if not realm:
+        return None
+    query = {"scope": params.get("scope") or f"repository:{ref.repository}:pull"}
+    if params.get("service"):
+        query["service"] = params["service"]
+    url = realm + ("&" if "?" in realm else "?") + urllib.parse.urlencode(query)
+    response = _open(url, ref=ref, headers={})
+    with response:
+        if response.status != 200:
+            raise OciError(
+                f"registry {ref.registry} refused an anonymous pull token (HTTP {response.status})"
+            )
+        try:
+            doc = load_json(_read(response, MAX_TOKEN_BYTES, "token response"), what="token")
+        except JSONLimitError as exc:
+            raise OciError(f"registry token response: {exc}") from None
+    token = doc.get("token") or doc.get("access_token") if isinstance(doc, dict) else None
+    return token if isinstance(token, str) and token else None
+
+
+def _get(url: str, *, ref: OciRef, accept: str, limit: int, what: str) -> tuple[bytes, str]:
+    """GET ``url`` (token challenge and redirects handled): (body, Content-Type)."""
+    headers = {"Accept": accept}
+    auth: str | None = None
+    registry_host = urllib.parse.urlsplit(url).netloc
+    for _ in range(MAX_REDIRECTS + 2):
+        same_host = urllib.parse.urlsplit(url).netloc == registry_host
+        send = dict(headers)
+        if auth and same_host:
+            send["Authorization"] = f"Bearer {auth}"
+        response = _open(url, ref=ref, headers=send)
+        with response:
+            status = response.status
+            if status == 401 and auth is None and same_host:
+                auth = _bearer_token(response.headers.get("WWW-Authenticate", ""), ref=ref)
+                if auth is None:
+                    raise OciError(f"registry {ref.registry} requires credentials to pull {what}")
+                continue
+            if status in (301, 302, 303, 307, 308):
+                location = response.headers.get("Location")
+                if not location:
+                    raise OciError(f"registry redirect without a Location for {what}")
+                url = urllib.parse.urljoin(url, location)
+                continue
+            if status == 404:
+                raise OciError(f"{what} not found in {ref.registry}/{ref.repository} (HTTP 404)")
+            if status != 200:
+                raise OciError(f"registry {ref.registry} answered HTTP {status} for {what}")
+            return _read(response, limit, what), response.headers.get("Content-Type", "")
+    raise OciError(f"too many redirects fetching {what}")
+
+
+@dataclass(frozen=True)
+class PulledEvidence:
+    data: bytes
+    media_type: str
+    filename: str
+    manifest_digest: str
+    layer_digest: str
+
+
+def _descriptor(item: Any, where: str) -> dict[str, Any]:
+    if not isinstance(item, dict):
+        raise OciError(f"manifest {where}: expected a descriptor object", verdict=Verdict.INVALID)
+    digest, size = item.get("digest"), item.get("size")
+    if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+        raise OciError(
+            f"manifest {where}: only sha256 digests are supported", verdict=Verdict.UNSUPPORTED
+        )
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise OciError(
+            f"manifest {where}: size must be a non-negative integer", verdict=Verdict.INVALID
+        )
+    return item
+
+
+def _choose_layer(manifest: dict[str, Any]) -> dict[str, Any]:
+    raw = manifest.get("layers", manifest.get("blobs"))
+    if not isinstance(raw, list) or not raw:
+        raise OciError("the manifest has no layers: nothing to verify")
+    layers = [_descriptor(item, f"layers[{i}]") for i, item in enumerate(raw[:64])]
+
+    def title(layer: dict[str, Any]) -> str:
+        annotations = layer.get("annotations")
+        value = annotations.get(TITLE, "") if isinstance(annotations, dict) else ""
+        return value if isinstance(value, str) else ""
+
+    def media(layer: dict[str, Any]) -> str:
+        value = layer.get("mediaType", "")
+        return value if isinstance(value, str) else ""
+
+    bundles = [
+        layer
+        for layer in layers
+        if media(layer).startswith(BUNDLE_MEDIA_PREFIX)
+        or title(layer).endswith((".sigstore.json", ".intoto.jsonl"))
+    ]
+    archives = [
+        layer
+        for layer in layers
+        if media(layer) in ARCHIVE_MEDIA_TYPES and not title(layer).endswith((".json", ".jsonl"))
+    ]
+    for group in (bundles, archives, layers):
+        if len(group) == 1:
+            return group[0]
+    raise OciError(
+        f"the manifest has {len(layers)} layers and none is clearly the evidence (a Sigstore "
+        "bundle media type or a *.sigstore.json title)"
+    )
+
+
+def oci_pull(ref: OciRef) -> PulledEvidence:
+    """Fetch the evidence layer of ``ref`` (see the module docstring)."""
+    base = f"{_scheme(ref)}://{ref.registry}/v2/{ref.repository}"
+    body, content_type = _get(
+        f"{base}/manifests/{ref.digest}",
+        ref=ref,
+        accept=ACCEPT,
+        limit=MAX_MANIFEST_BYTES,
+        what=f"manifest {ref.digest}",
+    )
+    actual = "sha256:" + hashlib.sha256(body).hexdigest()
+    if actual != ref.digest:
+        raise OciError(
+            f"the registry answered with a manifest whose digest is {actual}, not the pinned "
+            f"{ref.digest}",
+            verdict=Verdict.INVALID,
+        )
+    try:
+        manifest = load_json(body, what="manifest", limits=_MANIFEST_LIMITS)
+    except JSONLimitError as exc:
+        raise OciError(str(exc), verdict=Verdict.INVALID) from None
+    if not isinstance(manifest, dict):
+        raise OciError("the manifest is not a JSON object", verdict=Verdict.INVALID)
+    media_type = manifest.get("mediaType") or content_type.split(";")[0].strip()
+    if media_type in INDEXES:
+        raise OciError(
+            "the digest names an image index, not an artifact: pin the digest of the evidence "
+            "artifact's own manifest"
+        )
+    if media_type not in (OCI_MANIFEST, DOCKER_MANIFEST, OCI_ARTIFACT_MANIFEST):
+        raise OciError(
+            f"unsupported manifest media type {str(media_type)[:100]!r}",
+            verdict=Verdict.UNSUPPORTED,
+        )
+    layer = _choose_layer(manifest)
+    limit = max_upload_bytes()
+    if layer["size"] > limit:
+        raise OciError(f"the evidence layer is {layer['size']} bytes, over the limit of {limit}")
+    data, _ = _get(
+        f"{base}/blobs/{layer['digest']}",
+        ref=ref,
+        accept="*/*",
+        limit=limit,
+        what=f"blob {layer['digest']}",
+    )
+    if (
+        len(data) != layer["size"]
+        or "sha256:" + hashlib.sha256(data).hexdigest() != layer["digest"]
+    ):
+        raise OciError(
+            f"blob {layer['digest']} does not match its descriptor (size or sha256)",
+            verdict=Verdict.INVALID,
+        )
+    annotations = layer.get("annotations") if isinstance(layer.get("annotations"), dict) else {}
+    filename = annotations.get(TITLE) if isinstance(annotations.get(TITLE), str) else ""
+    return PulledEvidence(
+        data=data,
+        media_type=str(layer.get("mediaType") or ""),
+        filename=(filename or layer["digest"].replace(":", "-"))[:255],
+        manifest_digest=ref.digest,
+        layer_digest=layer["digest"],
+    )
+
+
+# --- the upload workflow ---------------------------------------------------------------------
+
+
+def _refused(log: UploadLog, message: str, verdict: str) -> UploadLog:
+    detail = f"OCI pull failed: {message}" if log.pk and log.state != UploadState.DONE else message
+    log.state = UploadState.DONE
+    log.verdict = verdict
+    log.failed_step = "parse"
+    log.reason = detail[:1000]
+    log.transcript = [{"step": "parse", "ok": False, "detail": detail[:500]}]
+    log.http_status = 422
+    log.completed_at = timezone.now()
+    log.save()
+    return log
+
+
+@transaction.atomic
+def oci_upload_request(*, oci_ref: str, user: Any) -> UploadLog:
+    """Record an OCI upload and enqueue its pull (after commit); a bad reference is refused at
+    once (the log is ``done`` with the reason)."""
+    from evidence_app import tasks  # tasks import this module
+
+    log = UploadLog(
+        user=user if getattr(user, "is_authenticated", False) else None,
+        channel="oci",
+        oci_ref=(oci_ref or "")[:500],
+        state=UploadState.PENDING,
+    )
+    try:
+        ref = parse_oci_ref(oci_ref)
+        registry_permitted(ref)
+    except OciError as exc:
+        return _refused(log, exc.message, exc.verdict)
+    log.oci_ref = ref.pinned
+    log.filename = ref.pinned[-255:]
+    log.save()
+    upload_id = log.pk
+    transaction.on_commit(lambda: tasks.ingest_oci.delay(upload_id))
+    return log
+
+
+def oci_upload_process(*, upload_id: int) -> UploadLog | None:
+    """Pull and ingest a pending OCI upload (idempotent: a finished one is left alone)."""
+    # Claim: a redelivered task (worker restart, acks_late) may find it running; attempts cap
+    # a reference that keeps killing workers.
+    claimed = UploadLog.objects.filter(
+        pk=upload_id,
+        state__in=(UploadState.PENDING, UploadState.RUNNING),
+        attempts__lt=MAX_ATTEMPTS,
+    ).update(state=UploadState.RUNNING, attempts=F("attempts") + 1)
+    log = UploadLog.objects.select_related("user").filter(pk=upload_id).first()
+    if log is None:
+        return None
+    if not claimed:
+        if log.state != UploadState.DONE:
+            return _refused(log, f"gave up after {log.attempts} attempts", Verdict.REJECTED)
+        return log
+    try:
+        ref = parse_oci_ref(log.oci_ref)
+        registry_permitted(ref)
+        pulled = oci_pull(ref)
+    except OciError as exc:
+        return _refused(log, exc.message, exc.verdict)
+    try:
+        evidence_ingest(
+            data=pulled.data,
+            artifact=None,
+            filename=pulled.filename,
+            user=log.user,
+            channel="oci",
+            oci_ref=ref.pinned,
+            upload=log,
+        )
+    except Exception:
+        logger.exception("OCI upload %s failed unexpectedly", upload_id)
+        _refused(
+            log, "internal error while verifying; the maintainers were notified", Verdict.INVALID
+        )
+        raise
+    log.refresh_from_db()
+    return log

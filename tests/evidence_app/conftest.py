@@ -1,0 +1,164 @@
+"""Fixtures for the evidence app's database tests: trusted roots, a private Sigstore instance,
+registered keys, allowlists, API tokens."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import oras.client
+import pytest
+from django.test import Client
+
+from evidence_app.models import Allowlist, TrustRoot
+from evidence_app.services import signers, trust_roots
+from evidence_app.services.ingest import IngestResult, evidence_ingest
+from evidence_app.services.tokens import token_create, user_with_role
+from recipes_app.models import Catalog, Recipe
+from tests.evidence_factories import EXAMPLE_RECIPE
+from tests.sigstore_private import PrivateSigstore
+
+BUNDLE_MEDIA_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
+EMPTY_ALLOWLIST = "schemaVersion: 1.0.0\nfirstParty: []\ncommunity: []\npartner: []\n"
+
+
+@pytest.fixture
+def evidence_db(db: None) -> None:
+    """The rows migration 0002 seeds (gone after a transactional test flushed them)."""
+    trust_roots.production_root_ensure()
+    signers.seeded_allowlist_ensure()
+
+
+@pytest.fixture(scope="session")
+def private_sigstore() -> PrivateSigstore:
+    return PrivateSigstore(name="aicr-dashboard-tests.test")
+
+
+@pytest.fixture
+def private_root(evidence_db: None, private_sigstore: PrivateSigstore) -> TrustRoot:
+    return trust_roots.trust_root_add(
+        name="tests private instance", trusted_root_json=private_sigstore.trusted_root_json()
+    )
+
+
+@pytest.fixture
+def example_recipe(real_catalog: Catalog) -> Recipe:
+    return Recipe.objects.get(catalog=real_catalog, name=EXAMPLE_RECIPE)
+
+
+@pytest.fixture
+def publish_allowlist(evidence_db: None) -> Callable[[str], Allowlist]:
+    def publish(body: str, note: str = "tests") -> Allowlist:
+        return signers.allowlist_publish(body=body, note=note)
+
+    return publish
+
+
+@pytest.fixture
+def ingest(evidence_db: None) -> Callable[..., IngestResult]:
+    def run(data: bytes, artifact: bytes | None = None, **kw: Any) -> IngestResult:
+        kw.setdefault("filename", "evidence.sigstore.json")
+        kw.setdefault("user", None)
+        kw.setdefault("channel", "api")
+        return evidence_ingest(data=data, artifact=artifact, **kw)
+
+    return run
+
+
+@pytest.fixture
+def make_token(evidence_db: None) -> Callable[..., str]:
+    """``make_token("alice", "contributor") -> "aicr_…"`` (user created when needed)."""
+
+    def make(username: str, role: str) -> str:
+        user = user_with_role(username=username, role=role)
+        return token_create(user=user, role=role)[1]
+
+    return make
+
+
+@pytest.fixture
+def api() -> Callable[..., Client]:
+    """A client that sends ``Authorization: Bearer <token>``."""
+
+    def with_token(token: str | None) -> Client:
+        c = Client()
+        if token:
+            c.defaults["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+        return c
+
+    return with_token
+
+
+# --- a real OCI registry (Debian's docker-registry) ------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``host:port`` of a throw-away registry (filesystem storage in a tmp dir)."""
+    binary = shutil.which("docker-registry") or "/usr/bin/docker-registry"
+    if not Path(binary).exists():
+        pytest.skip("Debian's docker-registry is not installed (apt-get install docker-registry)")
+    root = tmp_path_factory.mktemp("registry")
+    port = free_port()
+    config = root / "config.yml"
+    config.write_text(
+        "version: 0.1\n"
+        "log:\n  level: error\n"
+        f"storage:\n  filesystem:\n    rootdirectory: {root / 'data'}\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n"
+    )
+    log = (root / "registry.log").open("wb")
+    process = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(
+                        f"docker-registry did not start: {(root / 'registry.log').read_text()}"
+                    )
+                time.sleep(0.1)
+        yield f"127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        log.close()
+
+
+@pytest.fixture
+def push(registry: str, tmp_path: Path) -> Callable[..., str]:
+    """Push one file as an artifact (``oras push REF FILE:MEDIATYPE``); returns the pinned ref."""
+
+    def run(
+        content: bytes, *, name: str, media_type: str, repo: str = "aicr-evidence", tag: str = "t"
+    ) -> str:
+        path = tmp_path / name
+        path.write_bytes(content)
+        client = oras.client.OrasClient(hostname=registry, insecure=True)
+        client.session.trust_env = False  # loopback only, never a proxy
+        response = client.push(
+            target=f"{registry}/{repo}:{tag}",
+            files=[f"{path}:{media_type}"],
+            disable_path_validation=True,
+            quiet=True,
+        )
+        digest = response.headers["Docker-Content-Digest"]
+        return f"{registry}/{repo}@{digest}"
+
+    return run

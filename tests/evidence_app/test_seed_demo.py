@@ -1,0 +1,91 @@
+"""``manage.py seed_demo``: labelled, key-signed demo evidence through the real ingest."""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from evidence_app.models import Evidence, SigningKey, UploadLog
+from evidence_app.services import demo
+from recipes_app.models import Catalog
+
+
+@pytest.fixture(autouse=True)
+def development_mode(settings: Any) -> None:
+    settings.DEBUG = True  # the test runner turns it off; `make run` has it on
+
+
+def _seed() -> str:
+    out = io.StringIO()
+    call_command("seed_demo", stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+def test_it_seeds_labelled_verified_demo_evidence(real_catalog: Catalog) -> None:
+    output = _seed()
+
+    keys = SigningKey.objects.all()
+    assert keys.count() == 3
+    assert all(k.is_demo and "DEMO" in k.name and k.algorithm == "ecdsa-p256" for k in keys)
+    evidence = list(Evidence.objects.select_related("signer", "recipe"))
+    assert len(evidence) == len(demo.RUNS) * demo.RECIPE_COUNT
+    assert "20 new" in output
+    assert {e.recipe.catalog_id for e in evidence} == {real_catalog.pk}
+    assert len({e.recipe_name for e in evidence}) == demo.RECIPE_COUNT
+    assert len({e.signer_id for e in evidence}) == 3
+    assert {e.aicr_version for e in evidence} == {"v0.19.0", "v0.18.2"}
+    for e in evidence:
+        assert e.is_demo
+        assert not e.is_simulated
+        assert e.verdict == "verified"
+        assert "DEMO" in e.signer.label
+        assert e.signer.signer_class == "registered-key"
+        assert set(e.check_results) == {"deployment", "conformance", "performance"}
+        assert e.container == "summary-bundle"
+    statuses = [c["status"] for e in evidence for p in e.check_results.values() for c in p.values()]
+    assert "failed" in statuses
+    assert "passed" in statuses
+    metrics = [
+        m for e in evidence for c in e.check_results["performance"].values() for m in c["metrics"]
+    ]
+    assert metrics
+    assert all(m["unit"] for m in metrics)
+    assert Evidence.objects.counted().count() == len(evidence)
+    assert set(UploadLog.objects.values_list("channel", flat=True)) == {"seed"}
+
+
+def test_it_is_idempotent(real_catalog: Catalog) -> None:
+    _seed()
+    count = Evidence.objects.count()
+
+    output = _seed()
+
+    assert Evidence.objects.count() == count
+    assert SigningKey.objects.count() == 3
+    assert "0 new" in output
+
+
+def test_demo_bytes_are_deterministic(real_catalog: Catalog) -> None:
+    recipe = demo.demo_recipes(real_catalog)[0]
+    when = datetime(2026, 11, 1, tzinfo=UTC)
+    first = demo.demo_evidence_directory(
+        recipe, demo.LABS[0], demo.RUNS[0], attested_at=when, validator_version="1.0.0"
+    )
+    again = demo.demo_evidence_directory(
+        recipe, demo.LABS[0], demo.RUNS[0], attested_at=when, validator_version="1.0.0"
+    )
+    assert first == again
+
+
+def test_it_refuses_production_mode_without_the_flag(real_catalog: Catalog, settings: Any) -> None:
+    settings.DEBUG = False
+
+    with pytest.raises(CommandError, match="DEBUG off"):
+        _seed()
+    assert not Evidence.objects.exists()
+    call_command("seed_demo", "--allow-production", stdout=io.StringIO())
+    assert Evidence.objects.filter(is_demo=True).exists()

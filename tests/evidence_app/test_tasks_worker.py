@@ -1,0 +1,168 @@
+"""A real Celery worker process (``celery -A aicr_site worker -Q ingest``) against Redis and the
+test database pulls an OCI reference the web side enqueued after commit."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from aicr_site.celery import app as celery_app
+from evidence_app.models import Evidence, UploadLog, UploadState
+from evidence_app.services import signers, trust_roots
+from evidence_app.services.oci import oci_upload_request
+from recipes_app.models import Catalog, Recipe
+from tests.evidence_app.conftest import BUNDLE_MEDIA_TYPE
+from tests.evidence_factories import (
+    EXAMPLE_RECIPE,
+    FIRST_PARTY_IDENTITY,
+    GITHUB_ISSUER,
+    statement_for,
+)
+from tests.sigstore_private import PrivateSigstore
+
+pytestmark = pytest.mark.django_db(transaction=True)
+REPO = Path(__file__).resolve().parents[2]
+CELERY = Path(sys.executable).with_name("celery")
+LOCAL_REDIS = ("127.0.0.1", 6379)
+
+
+def _redis_url() -> str:
+    url = os.environ.get("REDIS_URL") or settings.REDIS_URL
+    if url:
+        return url
+    try:
+        with socket.create_connection(LOCAL_REDIS, timeout=0.5) as s:
+            s.sendall(b"PING\r\n")
+            if s.recv(16).startswith(b"+PONG"):
+                return "redis://127.0.0.1:6379/15"
+    except OSError:
+        pass
+    pytest.skip("no Redis: REDIS_URL is not set and nothing answers on 127.0.0.1:6379")
+
+
+def _database_url() -> str:
+    if connection.vendor != "postgresql":
+        pytest.skip(
+            "the worker is another process and SQLite's in-memory test database is not "
+            "shared: run with DATABASE_URL=postgres://… (CI does)"
+        )
+    db = connection.settings_dict
+    user = urllib.parse.quote(db.get("USER") or "")
+    password = urllib.parse.quote(db.get("PASSWORD") or "")
+    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    return f"postgres://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+def _reset_connections() -> None:
+    """Drop cached broker connections and producers (as Celery does after a fork, without
+    sending its after-fork signal)."""
+    celery_app._pool = None
+    amqp = celery_app.__dict__.get("amqp")
+    if amqp is not None:
+        amqp._producer_pool = None
+
+
+@pytest.fixture
+def broker() -> Iterator[str]:
+    """This process's Celery app sends to Redis (locally it would run tasks eagerly)."""
+    url = _redis_url()
+    conf = celery_app.conf
+    saved = (conf.broker_url, conf.task_always_eager)
+    conf.broker_url, conf.task_always_eager = url, False
+    _reset_connections()
+    yield url
+    conf.broker_url, conf.task_always_eager = saved
+    _reset_connections()
+
+
+@pytest.fixture
+def worker(broker: str, tmp_path: Path) -> Iterator[Path]:
+    database_url = _database_url()
+    log_path = tmp_path / "worker.log"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "aicr_site.settings",
+        "DATABASE_URL": database_url,
+        "DB_CONN_MAX_AGE": "0",
+        "REDIS_URL": broker,
+        "EVIDENCE_OCI_ENABLED": "1",
+        "EVIDENCE_OCI_ALLOW_LOOPBACK_HTTP": "1",
+        "EVIDENCE_OCI_TIMEOUT_SECONDS": "10",
+    }
+    command = [
+        str(CELERY),
+        "-A",
+        "aicr_site",
+        "worker",
+        "-Q",
+        "ingest",
+        "-c",
+        "1",
+        "-P",
+        "solo",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "-l",
+        "INFO",
+    ]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=log)
+    try:
+        yield log_path
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def test_it_pulls_and_verifies_an_oci_reference_on_a_real_worker(
+    worker: Path,
+    push: Callable[..., str],
+    private_sigstore: PrivateSigstore,
+    real_catalog: Catalog,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    settings.EVIDENCE_OCI_ENABLED = True
+    trust_roots.production_root_ensure()
+    signers.seeded_allowlist_ensure()
+    trust_roots.trust_root_add(
+        name="worker test instance", trusted_root_json=private_sigstore.trusted_root_json()
+    )
+    recipe = Recipe.objects.get(catalog=real_catalog, name=EXAMPLE_RECIPE)
+    bundle = private_sigstore.sign_dsse(
+        statement_for(recipe), identity=FIRST_PARTY_IDENTITY, issuer=GITHUB_ISSUER
+    ).bundle
+    ref = push(bundle, name="evidence.sigstore.json", media_type=BUNDLE_MEDIA_TYPE)
+
+    log = oci_upload_request(oci_ref=ref, user=None)  # commits, then enqueues
+    assert log.state == UploadState.PENDING
+
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        log.refresh_from_db()
+        if log.state == UploadState.DONE:
+            break
+        time.sleep(0.25)
+    assert log.state == UploadState.DONE, worker.read_text()[-4000:]
+    assert (log.verdict, log.http_status, log.attempts) == ("verified", 201, 1), log.reason
+    evidence = Evidence.objects.get()
+    assert (evidence.oci_ref, bytes(evidence.content)) == (ref, bundle)
+    assert log.evidence == evidence
+    assert UploadLog.objects.count() == 1
+    assert "evidence_app.tasks.ingest_oci" in worker.read_text()
