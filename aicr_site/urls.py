@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
@@ -6,6 +7,14 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="recipes:list", permanent=False), name="home"),
     path("recipes/", include("recipes_app.urls")),
+    # /evidence/, /evidence/new/, /evidence/<id>/, /signers/<slug>/
+    path("", include("evidence_app.urls")),
+    path(
+        "accounts/login/",
+        auth_views.LoginView.as_view(template_name="evidence_app/login.html"),
+        name="login",
+    ),
+    path("accounts/logout/", auth_views.LogoutView.as_view(next_page="home"), name="logout"),
     path("api/v1/", include("aicr_site.api_router")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),

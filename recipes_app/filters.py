@@ -1,4 +1,8 @@
-"""The recipe filters, shared by the HTML list and the API so both accept exactly the same input."""
+"""The recipe filters, shared by the HTML list and the API so both accept exactly the same input.
+
+``consensus`` filters on the recipe-level consensus state (AICR's rules over signed evidence,
+default lens), read from ``evidence_app.selectors.recipe_consensus_states`` (cached).
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import django_filters
-from django.db.models import QuerySet
+from django.db.models import Case, CharField, QuerySet, Value, When
 from django.http import HttpRequest
+from django.utils.functional import cached_property
 
+from evidence_app import selectors as evidence_selectors
+from evidence_app.corroborate import UNTESTED
 from recipes_app.models import DIMENSIONS, Catalog, Recipe, RecipeQuerySet
 
 MAX_QUERY_LENGTH = 200
@@ -33,10 +40,16 @@ class RecipeFilter(django_filters.FilterSet):
     catalog = django_filters.ModelChoiceFilter(
         queryset=Catalog.objects.all(), method="filter_catalog", label="Catalog version"
     )
+    consensus = django_filters.ChoiceFilter(
+        choices=[(state, state) for state in evidence_selectors.STATES],
+        method="filter_consensus",
+        label="Consensus",
+        help_text="Recipe-level consensus over signed evidence (latest run per signer).",
+    )
 
     class Meta:
         model = Recipe
-        fields = ["q", *DIMENSIONS, "catalog"]
+        fields = ["q", *DIMENSIONS, "catalog", "consensus"]
 
     def __init__(
         self,
@@ -51,7 +64,7 @@ class RecipeFilter(django_filters.FilterSet):
         base = base.filter(catalog=self.catalog_version) if self.catalog_version else base.none()
         super().__init__(data, base, request=request, prefix=prefix)
         # One query for every facet: the criteria of every recipe in this catalog version.
-        self._rows = list(base.order_by().values_list(*DIMENSIONS, "search_text"))
+        self._rows = list(base.order_by().values_list(*DIMENSIONS, "search_text", "name"))
         for dim_index, dim in enumerate(DIMENSIONS):
             values = sorted({row[dim_index] for row in self._rows})
             self.filters[dim].extra["choices"] = [(v, v) for v in values]
@@ -67,18 +80,45 @@ class RecipeFilter(django_filters.FilterSet):
     ) -> QuerySet[Recipe]:
         return queryset  # applied in __init__, where the version also picks the facet choices
 
+    def filter_consensus(
+        self, queryset: QuerySet[Recipe], name: str, value: str
+    ) -> QuerySet[Recipe]:
+        names, exclude = evidence_selectors.names_in_state(self.consensus_states, value)
+        if exclude:
+            return queryset.exclude(name__in=names) if names else queryset
+        return queryset.filter(name__in=names)
+
+    @cached_property
+    def consensus_states(self) -> dict[str, str]:
+        """Recipe name → consensus state for this catalog version (absent: UNTESTED)."""
+        return evidence_selectors.recipe_consensus_states(catalog=self.catalog_version)
+
+    def filter_queryset(self, queryset: QuerySet[Recipe]) -> QuerySet[Recipe]:
+        """The filtered recipes, each annotated with ``consensus_state`` (its badge), so a
+        page of results costs no query per row."""
+        queryset = super().filter_queryset(queryset)
+        return queryset.annotate(consensus_state=_state_expression(self.consensus_states))
+
     def facets(self) -> Facets:
         """Each dimension's values with the count of recipes that choosing it would show,
         given every *other* active filter (so a count never promises an empty page)."""
         cleaned = self.form.cleaned_data if self.form.is_valid() else {}
         terms = (cleaned.get("q") or "").lower().split()
         chosen = {dim: cleaned.get(dim) for dim in DIMENSIONS if cleaned.get(dim)}
+        state = cleaned.get("consensus")
+        text_at, name_at = len(DIMENSIONS), len(DIMENSIONS) + 1
+        rows = [
+            row
+            for row in self._rows
+            if not (terms and not all(term in row[text_at] for term in terms))
+            and not (
+                state and evidence_selectors.state_of(self.consensus_states, row[name_at]) != state
+            )
+        ]
         result: Facets = {}
         for dim_index, dim in enumerate(DIMENSIONS):
             counts: Counter[str] = Counter()
-            for row in self._rows:
-                if terms and not all(term in row[-1] for term in terms):
-                    continue
+            for row in rows:
                 if any(
                     row[i] != chosen[other]
                     for i, other in enumerate(DIMENSIONS)
@@ -97,6 +137,23 @@ class RecipeFilter(django_filters.FilterSet):
             for field, messages in self.form.errors.items()
             for message in messages
         ]
+
+
+def _state_expression(states: Mapping[str, str]) -> Case | Value:
+    by_state: dict[str, list[str]] = {}
+    for name, state in states.items():
+        if state != UNTESTED:
+            by_state.setdefault(state, []).append(name)
+    if not by_state:
+        return Value(UNTESTED, output_field=CharField())
+    return Case(
+        *(
+            When(name__in=sorted(names), then=Value(state))
+            for state, names in sorted(by_state.items())
+        ),
+        default=Value(UNTESTED),
+        output_field=CharField(),
+    )
 
 
 def _catalog_from(data: Mapping[str, Any] | None) -> Catalog | None:

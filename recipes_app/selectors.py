@@ -20,7 +20,7 @@ from recipes_app.filters import MAX_QUERY_LENGTH, RecipeFilter
 from recipes_app.models import ANY, DIMENSIONS, PHASES, Catalog, Recipe
 
 PAGE_SIZE = 50
-FILTER_FIELDS: tuple[str, ...] = ("q", *DIMENSIONS, "catalog")
+FILTER_FIELDS: tuple[str, ...] = ("q", *DIMENSIONS, "catalog", "consensus")
 # A diff longer than this is cut; the full YAML of both sides stays one click away.
 MAX_DIFF_LINES = 4000
 # The columns a catalog label needs: never the (megabytes of) tree files.

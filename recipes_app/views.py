@@ -1,8 +1,10 @@
 """The recipe pages: a filterable list and one recipe's detail, both htmx-aware.
 
 Each page is one template with named partials; an htmx request gets only the partial it
-swaps (``list.html#results``, ``detail.html#diff``), a history-restore request the full page.
-Recipes are public, so there is no per-object permission to check.
+swaps (``list.html#results``, ``detail.html#diff``, ``detail.html#consensus``), a
+history-restore request the full page. Recipes and their evidence are public, so there is no
+per-object permission to check. The consensus (grid, badges, filter) is read from
+``evidence_app.selectors``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
 from django_htmx.middleware import HtmxDetails
 
+from evidence_app import selectors as evidence_selectors
 from recipes_app import selectors
 
 
@@ -27,12 +30,27 @@ def recipe_list(request: HtmxHttpRequest) -> HttpResponse:
     listing = selectors.recipe_listing(params=request.GET, page_number=request.GET.get("page"))
     status = 400 if listing.errors else 200
     if _wants_partial(request, target="results"):
-        context = {"listing": listing, "page": listing.page, "oob_facets": True}
+        context = {
+            "listing": listing,
+            "page": listing.page,
+            "oob_facets": True,
+            **_consensus_choices(listing),
+        }
         response = render(request, "recipes_app/list.html#results", context, status=status)
         # The address bar shows only the active filters, so a copied URL is short and exact.
         return push_url(response, request.path + listing.shareable_qs)
-    context = {"listing": listing, "page": listing.page}
+    context = {"listing": listing, "page": listing.page, **_consensus_choices(listing)}
     return render(request, "recipes_app/list.html", context, status=status)
+
+
+def _consensus_choices(listing: selectors.RecipeListing) -> dict[str, object]:
+    chosen = listing.query.get("consensus", "")
+    return {
+        "consensus_options": [
+            (state, evidence_selectors.STATE_DESCRIPTIONS[state], state == chosen)
+            for state in evidence_selectors.STATES
+        ]
+    }
 
 
 @require_safe
@@ -45,10 +63,16 @@ def recipe_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
         context = {"name": name, "catalogs": selectors.catalogs_containing(name=name)}
         return render(request, "recipes_app/not_found.html", context, status=404)
     status = 400 if page.diff.is_error else 200
-    template = "recipes_app/detail.html"
+    context = {"page": page, "recipe": page.recipe}
     if _wants_partial(request, target="diff"):
-        template += "#diff"
-    return render(request, template, {"page": page, "recipe": page.recipe}, status=status)
+        return render(request, "recipes_app/detail.html#diff", context, status=status)
+    context["grid"] = evidence_selectors.consensus_grid(
+        recipe=page.recipe, lens=request.GET.get("lens")
+    )
+    if _wants_partial(request, target="consensus"):
+        response = render(request, "recipes_app/detail.html#consensus", context)
+        return push_url(response, request.get_full_path())
+    return render(request, "recipes_app/detail.html", context, status=status)
 
 
 def _wants_partial(request: HtmxHttpRequest, *, target: str) -> bool:

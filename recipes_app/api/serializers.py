@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from evidence_app import selectors as evidence_selectors
+from evidence_app.corroborate import UNTESTED
 from recipes_app import selectors
 from recipes_app.models import PHASES, Catalog, Recipe
+
+CONSENSUS_FIELD = serializers.ChoiceField(choices=evidence_selectors.STATES)
 
 
 class CriteriaSerializer(serializers.Serializer):
@@ -42,6 +47,10 @@ class RecipeListSerializer(serializers.ModelSerializer):
     """One row of the recipe list: identity, criteria, digest and counts."""
 
     criteria = serializers.SerializerMethodField()
+    consensus = serializers.SerializerMethodField(
+        help_text="Recipe-level consensus over signed evidence, AICR's rules, each signer's "
+        "latest run: CONFIRMED, SINGLE, PARTIAL, CONTESTED, FAILING or UNTESTED."
+    )
     url = serializers.SerializerMethodField(help_text="This recipe in the API.")
     html_url = serializers.SerializerMethodField(help_text="This recipe's page on the site.")
 
@@ -57,6 +66,7 @@ class RecipeListSerializer(serializers.ModelSerializer):
             "component_count",
             "check_count",
             "change",
+            "consensus",
             "url",
             "html_url",
         ]
@@ -64,6 +74,15 @@ class RecipeListSerializer(serializers.ModelSerializer):
     @extend_schema_field(CriteriaSerializer)
     def get_criteria(self, recipe: Recipe) -> dict[str, str]:
         return recipe.criteria
+
+    @extend_schema_field(CONSENSUS_FIELD)
+    def get_consensus(self, recipe: Recipe) -> str:
+        # Listed recipes carry it (RecipeFilter annotates them); one recipe has its grid.
+        state = getattr(recipe, "consensus_state", None)
+        if state is None:
+            grid = self.context.get("consensus_grid")
+            state = grid.state if grid is not None else UNTESTED
+        return state
 
     def get_url(self, recipe: Recipe) -> str:
         return recipe_api_url(recipe, self.context.get("request"))
@@ -110,6 +129,51 @@ class ChecksByPhaseSerializer(serializers.Serializer):
     performance = DeclaredCheckSerializer(many=True, required=False)
 
 
+class EvidenceSummarySerializer(serializers.Serializer):
+    """The consensus grid of one recipe, summed up (the recipe page shows it in full; the
+    recipe-level state is ``consensus`` beside it)."""
+
+    phase_rollup = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="deployment, conformance, performance → state (PARTIAL possible).",
+    )
+    checks = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="Rows per state: contested, failing, confirmed, single, untested.",
+    )
+    counted_signers = serializers.IntegerField()
+    reported_signers = serializers.IntegerField()
+    simulated_signers = serializers.IntegerField()
+    evidence_count = serializers.IntegerField(help_text="Every record, withdrawn included.")
+    withdrawn_count = serializers.IntegerField()
+    aicr_versions = serializers.ListField(
+        child=serializers.CharField(), help_text="The AICR-version lens, newest first."
+    )
+    evidence_url = serializers.CharField(help_text="This recipe's evidence in the API.")
+
+
+def evidence_summary(grid: evidence_selectors.ConsensusGrid, request: Any) -> dict[str, Any]:
+    rollup = grid.rollup
+    url = reverse("api:evidence-list") + "?" + urlencode({"recipe": grid.recipe_name})
+    return {
+        "phase_rollup": grid.phase_rollup,
+        "checks": {
+            "contested": rollup.contested,
+            "failing": rollup.failing,
+            "confirmed": rollup.confirmed,
+            "single": rollup.single,
+            "untested": rollup.untested,
+        },
+        "counted_signers": len(grid.counted_columns),
+        "reported_signers": len(grid.reported_columns),
+        "simulated_signers": len(grid.simulated_columns),
+        "evidence_count": grid.evidence_count,
+        "withdrawn_count": len(grid.withdrawn),
+        "aicr_versions": [option.value for option in grid.lens_options if option.value],
+        "evidence_url": request.build_absolute_uri(url) if request is not None else url,
+    }
+
+
 class RecipeDetailSerializer(RecipeListSerializer):
     """A whole recipe: what it installs, what it checks, and how to reproduce it."""
 
@@ -130,6 +194,7 @@ class RecipeDetailSerializer(RecipeListSerializer):
     resolved_yaml_url = serializers.SerializerMethodField(
         help_text="The canonical YAML whose sha256 is `digest`."
     )
+    evidence_summary = serializers.SerializerMethodField()
 
     class Meta(RecipeListSerializer.Meta):
         fields = [
@@ -152,10 +217,17 @@ class RecipeDetailSerializer(RecipeListSerializer):
             "change",
             "catalog",
             "aicr_command",
+            "consensus",
+            "evidence_summary",
             "url",
             "html_url",
             "resolved_yaml_url",
         ]
+
+    @extend_schema_field(EvidenceSummarySerializer)
+    def get_evidence_summary(self, recipe: Recipe) -> dict[str, Any] | None:
+        grid = self.context.get("consensus_grid")
+        return evidence_summary(grid, self.context.get("request")) if grid is not None else None
 
     @extend_schema_field(ChecksByPhaseSerializer)
     def get_checks(self, recipe: Recipe) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from evidence_app import selectors as evidence_selectors
 from recipes_app import selectors
 from recipes_app.aicrd.errors import AicrdError, error_body, request_id
 from recipes_app.aicrd.inputs import MAX_VALUE_LENGTH, InputError, criteria_from_query, shorten
@@ -78,6 +79,11 @@ FILTER_PARAMETERS = [
         ("os", "GPU node OS, e.g. `ubuntu`, `cos`, `any`."),
         ("intent", "`training`, `inference` or `any`."),
         ("platform", "e.g. `kubeflow`, `dynamo`, `slurm`, `any`."),
+        (
+            "consensus",
+            "Recipe-level consensus state: `CONFIRMED`, `SINGLE`, `PARTIAL`, `CONTESTED`, "
+            "`FAILING` or `UNTESTED` (no counted evidence).",
+        ),
         ("q", "Free text: every word must occur in the recipe (max. 200 characters)."),
     )
 ] + [CATALOG_PARAMETER]
@@ -176,6 +182,12 @@ class RecipeViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_object(self) -> Recipe:
         return _recipe_or_404(self.request, self.kwargs["name"])
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        recipe = self.get_object()
+        context = self.get_serializer_context()
+        context["consensus_grid"] = evidence_selectors.consensus_grid(recipe=recipe)
+        return Response(RecipeDetailSerializer(recipe, context=context).data)
 
 
 class RecipeResolvedYAMLView(APIView):

@@ -54,6 +54,7 @@ def test_it_lists_the_current_catalogs_recipes(client: Client, real_catalog: Cat
         "component_count": recipe.component_count,
         "check_count": recipe.check_count,
         "change": recipe.change,
+        "consensus": "UNTESTED",
         "url": f"http://testserver/api/v1/recipes/{LEAF}/",
         "html_url": f"http://testserver/recipes/{LEAF}/",
     }
@@ -167,8 +168,9 @@ def test_it_lists_in_a_constant_number_of_queries(
     catalog = CatalogFactory()
     RecipeFactory.create_batch(60, catalog=catalog)
 
-    # current catalog, facet rows, count, page: whatever the page size.
-    with django_assert_num_queries(4):
+    # current catalog, facet rows, evidence generation (consensus badges), count, page:
+    # whatever the page size.
+    with django_assert_num_queries(5):
         response = client.get("/api/v1/recipes/", {"page_size": page_size, "service": "eks"})
 
     assert len(response.json()["results"]) == page_size

@@ -1,0 +1,59 @@
+"""Display helpers for evidence and consensus: CSS classes and symbols, never decisions.
+
+Which evidence counts, its state and its staleness are decided in ``evidence_app.selectors``;
+these only map already-decided values to what the page shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django import template
+
+from evidence_app.selectors import STATE_DESCRIPTIONS
+
+register = template.Library()
+
+_RESULT_MARKS = {"pass": "✓", "fail": "✗", "not-run": "\u2013"}
+_RESULT_LABELS = {"pass": "pass", "fail": "fail", "not-run": "not run"}
+
+
+@register.filter
+def state_class(state: str) -> str:
+    """``state--confirmed`` etc.: the badge colour of a consensus state."""
+    return "state--" + str(state or "untested").lower()
+
+
+@register.filter
+def state_description(state: str) -> str:
+    return STATE_DESCRIPTIONS.get(str(state), "")
+
+
+@register.filter
+def result_mark(result: str) -> str:
+    return _RESULT_MARKS.get(str(result), "?")
+
+
+@register.filter
+def result_label(result: str) -> str:
+    return _RESULT_LABELS.get(str(result), str(result))
+
+
+@register.filter
+def number(value: float | int | None) -> str:
+    """A measured number as the run printed it: no padding zeros, no rounding away digits."""
+    if value is None:
+        return ""
+    return format(value, ".10g")
+
+
+@register.filter
+def reasons_for(stale: Mapping[int, Any] | None, pk: int) -> Any:
+    """The stale reasons of evidence ``pk`` from a selector's ``{pk: [reasons]}`` map."""
+    return (stale or {}).get(pk, [])
+
+
+@register.filter
+def step_mark(ok: bool) -> str:
+    return "✓" if ok else "✗"

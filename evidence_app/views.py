@@ -1,0 +1,212 @@
+"""The evidence pages: list, one piece of evidence (with withdrawal), upload, and a signer.
+
+Thin views: read through ``selectors``, write through ``services``. Reading is public;
+uploading needs the contributor or maintainer role (membership of the Django group of that
+name, or staff); withdrawing needs the maintainer role or to be the contributor who uploaded
+it. Both are checked here, for htmx partials too (a client can ask for any partial).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.views import redirect_to_login
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_safe
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import HttpResponseClientRedirect, push_url
+from django_htmx.middleware import HtmxDetails
+
+from evidence_app import selectors
+from evidence_app.forms import EvidenceUploadForm, WithdrawForm
+from evidence_app.models import Evidence, Role, UploadLog
+from evidence_app.services import ingest, oci, withdrawal
+from evidence_app.services.staleness import StaleReason
+
+UPLOAD_ROLES = (Role.CONTRIBUTOR, Role.MAINTAINER)
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def _wants_partial(request: HtmxHttpRequest, *, target: str) -> bool:
+    """An htmx swap of ``#target``; a history restore still gets the whole page."""
+    htmx = request.htmx
+    return bool(htmx) and not htmx.history_restore_request and htmx.target == target
+
+
+# --- access --------------------------------------------------------------------------------
+
+
+def user_roles(user: Any) -> set[str]:
+    """The roles a signed-in user holds: their groups named after a role (staff: all)."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return set()
+    if user.is_staff or user.is_superuser:
+        return set(Role.values)
+    cached = getattr(user, "_evidence_roles", None)
+    if cached is None:
+        cached = set(user.groups.filter(name__in=Role.values).values_list("name", flat=True))
+        user._evidence_roles = cached
+    return cached
+
+
+def can_upload(user: Any) -> bool:
+    return bool(user_roles(user) & set(UPLOAD_ROLES))
+
+
+def can_withdraw(user: Any, evidence: Evidence) -> bool:
+    """Maintainers may withdraw any evidence; a contributor only what they uploaded."""
+    if evidence.withdrawn_at is not None:
+        return False
+    return withdrawal.can_withdraw(evidence=evidence, user=user, roles=user_roles(user))
+
+
+def _evidence_or_404(pk: int) -> Evidence:
+    evidence = selectors.evidence_get(pk=pk)
+    if evidence is None:
+        raise Http404("No such evidence.")
+    return evidence
+
+
+def _refuse(request: HtmxHttpRequest, message: str) -> HttpResponse:
+    """Sign-in for an anonymous full-page request; 403 otherwise (htmx included)."""
+    if not request.user.is_authenticated and not request.htmx:
+        return redirect_to_login(request.get_full_path())
+    return render(request, "evidence_app/forbidden.html", {"message": message}, status=403)
+
+
+# --- pages ---------------------------------------------------------------------------------
+
+
+@require_safe
+@vary_on_headers("HX-Request", "HX-Target", "HX-History-Restore-Request")
+def evidence_list(request: HtmxHttpRequest) -> HttpResponse:
+    listing = selectors.evidence_listing(params=request.GET, page_number=request.GET.get("page"))
+    context = {"listing": listing, "page": listing.page}
+    if _wants_partial(request, target="evidence-results"):
+        response = render(request, "evidence_app/list.html#results", context)
+        return push_url(response, request.get_full_path())
+    return render(request, "evidence_app/list.html", context)
+
+
+@require_safe
+@vary_on_headers("HX-Request", "HX-Target", "HX-History-Restore-Request")
+def evidence_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    evidence = _evidence_or_404(pk)
+    allowed = can_withdraw(request.user, evidence)
+    if _wants_partial(request, target="withdrawal"):
+        if not allowed:
+            return _refuse(request, "Only a maintainer or its uploader can withdraw evidence.")
+        context = {"evidence": evidence, "form": WithdrawForm(), "can_withdraw": True}
+        return render(request, "evidence_app/detail.html#withdrawal", context)
+    page = selectors.evidence_page(evidence=evidence)
+    context = {"page": page, "evidence": evidence, "can_withdraw": allowed, "form": WithdrawForm()}
+    return render(request, "evidence_app/detail.html", context)
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@vary_on_headers("HX-Request", "HX-Target")
+def evidence_withdraw(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    evidence = _evidence_or_404(pk)
+    if not can_withdraw(request.user, evidence):
+        if evidence.withdrawn_at is not None and request.user.is_authenticated:
+            return _refuse(request, "This evidence is already withdrawn.")
+        return _refuse(request, "Only a maintainer or its uploader can withdraw evidence.")
+    form = WithdrawForm(request.POST if request.method == "POST" else None)
+    if form.is_bound and form.is_valid():
+        try:
+            withdrawal.evidence_withdraw(
+                evidence=evidence,
+                by=request.user,
+                roles=user_roles(request.user),
+                reason=form.cleaned_data["reason"],
+            )
+        except withdrawal.WithdrawalError as exc:
+            if exc.code != "reason-required":  # lost a race: withdrawn meanwhile
+                return _refuse(request, exc.message)
+            form.add_error("reason", exc.message)
+        else:
+            url = reverse("evidence:detail", args=[evidence.pk])
+            # The whole page changes (labels, staleness): htmx reloads it, not a part.
+            return HttpResponseClientRedirect(url) if request.htmx else HttpResponseRedirect(url)
+    status = 400 if form.is_bound else 200
+    context = {"evidence": evidence, "form": form, "can_withdraw": True}
+    template = "evidence_app/withdraw.html"
+    if request.htmx:
+        template = "evidence_app/detail.html#withdrawal"
+    return render(request, template, context, status=status)
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+def evidence_new(request: HtmxHttpRequest) -> HttpResponse:
+    if not can_upload(request.user):
+        return _refuse(request, "Uploading evidence needs the contributor or maintainer role.")
+    if request.method != "POST":
+        return render(request, "evidence_app/new.html", {"form": EvidenceUploadForm()})
+    form = EvidenceUploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        return render(request, "evidence_app/new.html", {"form": form}, status=400)
+    bundle = form.cleaned_data["bundle"]
+    if bundle is None:
+        upload = oci.oci_upload_request(oci_ref=form.cleaned_data["oci_ref"], user=request.user)
+        upload.refresh_from_db()  # with in-process tasks the pull has already run
+        return _oci_result(request, upload=upload)
+    artifact = form.cleaned_data["artifact"]
+    result = ingest.evidence_ingest(
+        data=bundle.data,
+        artifact=artifact.data if artifact is not None else None,
+        filename=bundle.name,
+        user=request.user,
+        channel="form",
+    )
+    context = {
+        "verdict": result.verdict,
+        "failed_step": result.failed_step,
+        "transcript": result.transcript,
+        "reason": result.reason,
+        "created": result.created,
+        "evidence": result.evidence,
+        "filename": bundle.name,
+        "stale": _stale_of(result.evidence),
+    }
+    return render(request, "evidence_app/result.html", context, status=result.http_status)
+
+
+def _stale_of(evidence: Evidence | None) -> list[StaleReason]:
+    if evidence is None:
+        return []
+    return selectors.staleness_map([evidence]).get(evidence.pk, [])
+
+
+def _oci_result(request: HtmxHttpRequest, *, upload: UploadLog) -> HttpResponse:
+    """Refused at once (a bad or unpullable reference), done (in-process tasks), or queued."""
+    context = {
+        "upload": upload,
+        "verdict": upload.verdict,
+        "failed_step": upload.failed_step,
+        "transcript": upload.transcript,
+        "reason": upload.reason,
+        "created": upload.http_status == ingest.STATUS_CREATED,
+        "evidence": upload.evidence,
+        "oci_ref": upload.oci_ref,
+        "stale": _stale_of(upload.evidence),
+    }
+    return render(request, "evidence_app/result.html", context, status=upload.http_status or 202)
+
+
+@require_safe
+@vary_on_headers("HX-Request", "HX-Target", "HX-History-Restore-Request")
+def signer_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    signer = selectors.signer_get(slug=slug)
+    if signer is None:
+        raise Http404("No such signer.")
+    page = selectors.signer_page(signer=signer, page_number=request.GET.get("page"))
+    context = {"signer": signer, "page": page, "evidence_page": page.page}
+    if _wants_partial(request, target="signer-evidence"):
+        response = render(request, "evidence_app/signer.html#evidence", context)
+        return push_url(response, request.get_full_path())
+    return render(request, "evidence_app/signer.html", context)

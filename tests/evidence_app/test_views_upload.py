@@ -1,0 +1,211 @@
+"""The upload page: who may upload, CSRF, the verify-before-count result (verdict, failed step,
+transcript, reason), hostile file names, and OCI references."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.urls import reverse
+
+from evidence_app.models import Evidence, Role, TrustRoot, UploadLog
+from recipes_app.models import Recipe
+from tests.evidence_factories import (
+    FIRST_PARTY_IDENTITY,
+    GITHUB_ISSUER,
+    example_statement,
+    signed_example_tarball,
+)
+from tests.sigstore_private import PrivateSigstore
+
+pytestmark = pytest.mark.django_db
+
+NEW = "/evidence/new/"
+HOSTILE_NAME = "<img src=x onerror=alert(1)>\"';$(id).sigstore.json"
+
+
+def user_in(django_user_model: Any, username: str, *roles: str) -> Any:
+    user = django_user_model.objects.create_user(username=username, password="pw-for-tests-1")
+    for role in roles:
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
+    return user
+
+
+@pytest.fixture
+def contributor(django_user_model: Any, evidence_db: None) -> Client:
+    client = Client()
+    client.force_login(user_in(django_user_model, "alice", Role.CONTRIBUTOR))
+    return client
+
+
+def transcript_of(page: str) -> list[tuple[str, str, str]]:
+    return re.findall(
+        r'transcript__step--(ok|failed)">\s*<span class="transcript__mark" aria-hidden="true">'
+        r"(.)</span>\s*<strong>([a-z]+)</strong>",
+        page,
+    )
+
+
+def test_it_sends_anonymous_visitors_to_sign_in(client: Client) -> None:
+    response = client.get(NEW)
+
+    assert response.status_code == 302
+    assert response["Location"] == f"{reverse('login')}?next={NEW}"
+    assert client.post(NEW, {"oci_ref": "x"}).status_code == 302
+
+
+def test_it_refuses_users_without_a_role(django_user_model: Any) -> None:
+    client = Client()
+    client.force_login(user_in(django_user_model, "bob", Role.AUDITOR))
+
+    response = client.get(NEW)
+
+    assert response.status_code == 403
+    assert "contributor or maintainer role" in response.content.decode()
+
+
+@pytest.mark.parametrize("role", [Role.CONTRIBUTOR, Role.MAINTAINER])
+def test_it_shows_the_form_to_contributors_and_maintainers(
+    django_user_model: Any, role: str
+) -> None:
+    client = Client()
+    client.force_login(user_in(django_user_model, "carol", role))
+
+    page = client.get(NEW).content.decode()
+
+    assert 'enctype="multipart/form-data"' in page
+    assert 'name="csrfmiddlewaretoken"' in page
+    assert re.search(r'<input type="file" name="bundle"[^>]*id="id_bundle"', page)
+    assert 'name="artifact"' in page
+    assert 'name="oci_ref"' in page
+    assert "data-dropzone" in page  # enhanced by static/js/site.js; a plain input without it
+
+
+def test_staff_may_upload(admin_client: Client) -> None:
+    assert admin_client.get(NEW).status_code == 200
+
+
+def test_it_needs_the_csrf_token(django_user_model: Any, evidence_db: None) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user_in(django_user_model, "dave", Role.CONTRIBUTOR))
+    upload = SimpleUploadedFile("e.json", b"{}")
+
+    refused = client.post(NEW, {"bundle": upload})
+    page = client.get(NEW)
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.content.decode())
+    assert token is not None
+    accepted = client.post(
+        NEW,
+        {"bundle": SimpleUploadedFile("e.json", b"{}"), "csrfmiddlewaretoken": token.group(1)},
+    )
+
+    assert refused.status_code == 403
+    assert UploadLog.objects.count() == 1  # only the request with the token reached ingest
+    assert accepted.status_code == 422
+
+
+def test_it_verifies_and_stores_signed_evidence(
+    contributor: Client,
+    private_root: TrustRoot,
+    private_sigstore: PrivateSigstore,
+    real_catalog: Any,
+) -> None:
+    bundle = private_sigstore.sign_dsse(
+        example_statement(), identity=FIRST_PARTY_IDENTITY, issuer=GITHUB_ISSUER
+    ).bundle
+    data = signed_example_tarball(bundle)
+
+    response = contributor.post(
+        NEW, {"bundle": SimpleUploadedFile("evidence.tar.gz", data, "application/gzip")}
+    )
+
+    page = response.content.decode()
+    assert response.status_code == 201, page
+    assert "Verified and stored" in page
+    evidence = Evidence.objects.get()
+    assert f'href="/evidence/{evidence.pk}/"' in page
+    assert [(ok, step) for ok, _, step in transcript_of(page)] == [
+        ("ok", s) for s in ("parse", "signature", "statement", "manifest", "bind", "classify")
+    ]
+    assert evidence.uploaded_by.username == "alice"
+    again = contributor.post(
+        NEW, {"bundle": SimpleUploadedFile("evidence.tar.gz", data, "application/gzip")}
+    )
+    assert again.status_code == 200
+    assert "Already here: verified earlier" in again.content.decode()
+    # The recipe it names shows it in its grid now.
+    recipe_page = contributor.get(
+        reverse("recipes:detail", args=[Recipe.objects.get(pk=evidence.recipe_id).name])
+    ).content.decode()
+    assert f'href="/evidence/{evidence.pk}/"' in recipe_page
+
+
+def test_it_reports_the_failed_step_and_escapes_the_file_name(contributor: Client) -> None:
+    response = contributor.post(
+        NEW, {"bundle": SimpleUploadedFile(HOSTILE_NAME, b'{"not": "a bundle"}')}
+    )
+
+    page = response.content.decode()
+    assert response.status_code == 422
+    assert "Not accepted:" in page
+    assert "at step <code>parse</code>" in page
+    assert transcript_of(page)[0][:2] == ("failed", "✗")
+    assert "Nothing was stored." in page
+    assert "<img src=x" not in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert Evidence.objects.count() == 0
+    log = UploadLog.objects.get()
+    assert log.failed_step == "parse"
+    assert log.reason in page or log.reason[:80] in page
+
+
+def test_it_wants_a_file_or_a_reference(contributor: Client) -> None:
+    nothing = contributor.post(NEW, {})
+    both = contributor.post(
+        NEW,
+        {
+            "bundle": SimpleUploadedFile("e.json", b"{}"),
+            "oci_ref": "ghcr.io/acme/evidence@sha256:" + "a" * 64,
+        },
+    )
+    artifact_alone = contributor.post(
+        NEW,
+        {
+            "artifact": SimpleUploadedFile("recipe.yaml", b"x"),
+            "oci_ref": "ghcr.io/a/b@sha256:" + "a" * 64,
+        },
+    )
+
+    assert nothing.status_code == both.status_code == artifact_alone.status_code == 400
+    assert "Choose an evidence file, or give an OCI reference." in nothing.content.decode()
+    assert "Give either an evidence file or an OCI reference." in both.content.decode()
+    assert "An artifact goes with an uploaded evidence file." in artifact_alone.content.decode()
+    assert UploadLog.objects.count() == 0
+
+
+def test_it_refuses_an_oci_tag_without_a_digest(contributor: Client) -> None:
+    response = contributor.post(NEW, {"oci_ref": "ghcr.io/acme/evidence:<latest>"})
+
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert "oci_ref" in page
+    assert "<latest>" not in page
+
+
+def test_it_records_an_oci_reference_and_says_what_happened(
+    contributor: Client, settings: Any
+) -> None:
+    settings.EVIDENCE_OCI_ENABLED = False
+    ref = "ghcr.io/acme/evidence@sha256:" + "b" * 64
+
+    response = contributor.post(NEW, {"oci_ref": ref})
+
+    page = response.content.decode()
+    assert response.status_code == 422
+    assert ref in page
+    assert "not pulled on this site" in page
+    assert UploadLog.objects.get().oci_ref == ref
