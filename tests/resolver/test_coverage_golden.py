@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from recipes_app.resolver import Catalog, ResolutionError, parse_criteria, resolve
+from recipes_app.resolver import Catalog, ResolutionError, parse_criteria, resolve, yamlv3
 from tests.shared_data import GOLDEN
 
 COVERAGE = GOLDEN / "upstream/pkg/recipe/testdata/coverage_golden.yaml"
@@ -114,7 +114,6 @@ def test_it_matches_query_projections_for_all_427(catalog: Catalog) -> None:
 
 def test_it_yamlv3_projection_digests_match(catalog: Catalog) -> None:
     """Whole-document check: sha256 of the deterministic YAML of every successful projection."""
-    yamlv3 = pytest.importorskip("recipes_app.resolver.yamlv3")
     projections = [p for p in json.loads(PROJECTIONS.read_text()) if p["outcome"] == "success"]
     mismatches = [
         str(p["query"])

@@ -19,6 +19,7 @@ from recipes_app.resolver import (
     read_tree,
     resolve,
     resolve_leaves,
+    yamlv3,
 )
 from tests.shared_data import AICR, GOLDEN, RECIPES_TREE
 
@@ -114,7 +115,6 @@ def test_it_resolves_the_6_profile_runs() -> None:
 def test_it_yamlv3_parity_digests_match_catalog_parity_golden(
     catalog: Catalog, leaves: dict[str, dict[str, Any]]
 ) -> None:
-    yamlv3 = pytest.importorskip("recipes_app.resolver.yamlv3")
     golden = _load_yaml(PARITY.read_text())
     mismatches = [n for n, doc in leaves.items() if yamlv3.parity_digest(doc) != golden[n]]
     assert not mismatches, f"{45 - len(mismatches)}/45 parity digests match: {mismatches}"
@@ -279,7 +279,6 @@ def test_it_configures_slurm_accounting_like_aicr(catalog: Catalog) -> None:
 
 
 def test_it_yamlv3_enables_aicr_provided_slurm_accounting(catalog: Catalog) -> None:
-    pytest.importorskip("recipes_app.resolver.yamlv3")
     query = {
         "service": "eks",
         "accelerator": "h100",
