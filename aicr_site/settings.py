@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from aicr_site.lib.env import env_bool, env_list, env_required
 
@@ -144,7 +145,10 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 if not DEBUG:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=True)
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    # Only behind a proxy that sets (and strips any client-sent) X-Forwarded-Proto: trusting
+    # the header otherwise lets any client claim HTTPS.
+    if env_bool("TRUST_X_FORWARDED_PROTO", default=False):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "31536000"))
@@ -166,11 +170,25 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    # API clients authenticate with a Bearer token; the session is accepted too (with CSRF) so
+    # a signed-in maintainer can use the browsable API. Never HTTP Basic.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "evidence_app.auth.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    # Uploads verify signatures (CPU) and store bytes: per user, EVIDENCE_UPLOAD_RATE.
+    "DEFAULT_THROTTLE_CLASSES": ["evidence_app.auth.EvidenceUploadThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "evidence-upload": os.environ.get("EVIDENCE_UPLOAD_RATE", "60/min"),
+    },
 }
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "AICR Validation Dashboard API",
-    "DESCRIPTION": "Recipes resolved from the AICR catalog, and (later) validation evidence.",
+    "DESCRIPTION": (
+        "Recipes resolved from the AICR catalog, and signed validation evidence: uploaded, "
+        "verified before it counts, listed and withdrawn."
+    ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -224,15 +242,32 @@ EVIDENCE_ACCEPTED_ISSUERS = env_list(
 EVIDENCE_IDENTITY_REGEX = os.environ.get("EVIDENCE_IDENTITY_REGEX") or None
 # Optional extra sigstore policies every keyless bundle must satisfy, {policy class: value},
 # e.g. {"OIDCRunnerEnvironment": "github-hosted"} (JSON in the environment).
-EVIDENCE_EXTRA_POLICIES = json.loads(os.environ.get("EVIDENCE_EXTRA_POLICIES") or "{}")
+try:
+    EVIDENCE_EXTRA_POLICIES = json.loads(os.environ.get("EVIDENCE_EXTRA_POLICIES") or "{}")
+except json.JSONDecodeError as exc:
+    raise ImproperlyConfigured(f"EVIDENCE_EXTRA_POLICIES is not valid JSON: {exc}") from None
+if not isinstance(EVIDENCE_EXTRA_POLICIES, dict):
+    raise ImproperlyConfigured(
+        "EVIDENCE_EXTRA_POLICIES must be a JSON object, e.g. "
+        '{"OIDCRunnerEnvironment": "github-hosted"}'
+    )
 # OCI references are pulled by an `ingest` worker, never by the web process: on by default only
 # when a real broker (REDIS_URL) exists.
 EVIDENCE_OCI_ENABLED = env_bool("EVIDENCE_OCI_ENABLED", default=bool(REDIS_URL))
+if EVIDENCE_OCI_ENABLED and not REDIS_URL:
+    # Without a broker tasks run in-process: the web request itself would pull an address a
+    # user typed.
+    raise ImproperlyConfigured(
+        "EVIDENCE_OCI_ENABLED needs REDIS_URL: OCI pulls run only on an ingest worker, never in "
+        "the web process (without a broker, tasks would run inside the request)"
+    )
 # Registries the worker may pull from (host[:port]); empty = any host with a public address.
 EVIDENCE_OCI_ALLOWED_REGISTRIES = env_list("EVIDENCE_OCI_ALLOWED_REGISTRIES", [])
 # Allow plain-HTTP pulls from loopback registries (127.0.0.1, ::1, localhost); tests and local
 # registries only.
 EVIDENCE_OCI_ALLOW_LOOPBACK_HTTP = env_bool("EVIDENCE_OCI_ALLOW_LOOPBACK_HTTP", default=False)
 EVIDENCE_OCI_TIMEOUT_SECONDS = float(os.environ.get("EVIDENCE_OCI_TIMEOUT_SECONDS", "30"))
+# A worker's claim on an OCI upload; a redelivered task waits this long before taking it over.
+EVIDENCE_OCI_LEASE_SECONDS = float(os.environ.get("EVIDENCE_OCI_LEASE_SECONDS", str(15 * 60)))
 # Evidence attested longer ago than this is stale ("older than 30 days").
 EVIDENCE_STALE_AFTER_DAYS = int(os.environ.get("EVIDENCE_STALE_AFTER_DAYS", "30"))

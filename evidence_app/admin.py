@@ -4,7 +4,6 @@ upload log."""
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from django import forms
@@ -14,11 +13,11 @@ from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from evidence_app import permissions
 from evidence_app.models import (
     Allowlist,
     ApiToken,
     Evidence,
-    Role,
     Signer,
     SignerClassChange,
     SigningKey,
@@ -43,16 +42,15 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 def admin_roles(request: HttpRequest) -> set[str]:
-    user = request.user
-    if user.is_superuser:
-        return {Role.MAINTAINER}
-    return set(user.groups.filter(name__in=Role.values).values_list("name", flat=True))
+    return permissions.roles_of(request.user)
 
 
 # --- trusted roots ----------------------------------------------------------------------------
 
 
 class TrustRootForm(forms.ModelForm):
+    """Validated by loading the JSON (``services.trust_roots``); saved by the service too."""
+
     class Meta:
         model = TrustRoot
         fields = ["name", "trusted_root_json", "accepted_issuers", "enabled"]
@@ -63,19 +61,18 @@ class TrustRootForm(forms.ModelForm):
         text = data.get("trusted_root_json")
         if text:
             try:
-                loaded = trust_roots.trust_root_check(
+                trust_roots.trust_root_check(
                     name=data.get("name") or "new root", trusted_root_json=text
                 )
             except ValidationError as exc:
                 self.add_error("trusted_root_json", exc)
-            else:
-                self.instance.is_production = loaded.production
-                self.instance.sha256 = hashlib.sha256(text.encode()).hexdigest()
         return data
 
 
 @admin.register(TrustRoot)
 class TrustRootAdmin(admin.ModelAdmin):
+    """Private roots are added and changed here; the production root is read-only."""
+
     form = TrustRootForm
     list_display = ["name", "is_production", "enabled", "short_sha256", "added_at"]
     list_filter = ["enabled", "is_production"]
@@ -85,10 +82,45 @@ class TrustRootAdmin(admin.ModelAdmin):
     def short_sha256(self, obj: TrustRoot) -> str:
         return obj.sha256[:16]
 
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and obj.is_production:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and obj.is_production:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def delete_model(self, request: HttpRequest, obj: TrustRoot) -> None:
+        trust_roots.trust_root_delete(root=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[TrustRoot]) -> None:
+        # The bulk action: never the production root.
+        for root in queryset.filter(is_production=False):
+            trust_roots.trust_root_delete(root=root)
+        if queryset.filter(is_production=True).exists():
+            self.message_user(
+                request, "The production trusted root cannot be deleted.", messages.WARNING
+            )
+
     def save_model(self, request: HttpRequest, obj: TrustRoot, form: Any, change: bool) -> None:
-        if not change:
-            obj.added_by = request.user
-        super().save_model(request, obj, form, change)
+        data = form.cleaned_data
+        fields = {
+            "name": data["name"],
+            "trusted_root_json": data["trusted_root_json"],
+            "accepted_issuers": data.get("accepted_issuers", ""),
+            "enabled": data.get("enabled", False),
+        }
+        if change:
+            trust_roots.trust_root_update(root=obj, **fields)
+            return
+        saved = trust_roots.trust_root_add(**fields, by=request.user)
+        obj.pk = saved.pk
+        obj.sha256 = saved.sha256
+        obj.is_production = saved.is_production
+        obj.added_by = saved.added_by
+        obj.added_at = saved.added_at
 
 
 # --- signing keys -----------------------------------------------------------------------------
@@ -102,21 +134,14 @@ class SigningKeyForm(forms.ModelForm):
         help_texts = {"public_key_pem": "PEM public key: ECDSA P-256 or Ed25519 only."}
 
     def clean_public_key_pem(self) -> str:
-        info = keys.public_key_inspect(self.cleaned_data["public_key_pem"])
-        duplicate = SigningKey.objects.filter(fingerprint=info.fingerprint)
-        if self.instance.pk:
-            duplicate = duplicate.exclude(pk=self.instance.pk)
-        if duplicate.exists():
-            raise ValidationError(
-                f"This key is already registered (sha256 {info.fingerprint[:16]}…)."
-            )
-        self.instance.fingerprint = info.fingerprint
-        self.instance.algorithm = info.algorithm
+        info = keys.signing_key_check(self.cleaned_data["public_key_pem"])
         return info.pem
 
 
 @admin.register(SigningKey)
 class SigningKeyAdmin(admin.ModelAdmin):
+    """Keys are registered through ``services.keys``; afterwards only the name changes."""
+
     form = SigningKeyForm
     list_display = ["name", "algorithm", "fingerprint", "is_demo", "registered_at", "revoked_at"]
     list_filter = ["algorithm", "is_demo"]
@@ -151,9 +176,18 @@ class SigningKeyAdmin(admin.ModelAdmin):
         return False  # signers keep pointing at it; revoke instead
 
     def save_model(self, request: HttpRequest, obj: SigningKey, form: Any, change: bool) -> None:
-        if not change:
-            obj.registered_by = request.user
-        super().save_model(request, obj, form, change)
+        if change:
+            obj.save(update_fields=["name"])
+            return
+        saved = keys.signing_key_register(
+            name=form.cleaned_data["name"],
+            public_key_pem=form.cleaned_data["public_key_pem"],
+            by=request.user,
+        )
+        obj.pk = saved.pk
+        for name in ("public_key_pem", "fingerprint", "algorithm", "is_demo", "registered_at"):
+            setattr(obj, name, getattr(saved, name))
+        obj.registered_by = saved.registered_by
 
     @admin.action(
         description="Revoke the selected keys (their evidence stops counting)",
@@ -295,9 +329,15 @@ class EvidenceAdmin(ReadOnlyAdmin):
 
 @admin.register(UploadLog)
 class UploadLogAdmin(ReadOnlyAdmin):
-    list_display = ["pk", "at", "channel", "state", "verdict", "failed_step", "user", "evidence"]
+    # ``evidence_id``, not ``evidence``: the list must not load Evidence rows (their bytes).
+    list_display = ["pk", "at", "channel", "state", "verdict", "failed_step", "user", "evidence_id"]
     list_filter = ["verdict", "channel", "state", "failed_step"]
+    list_select_related = ["user"]
     search_fields = ["sha256", "filename", "oci_ref", "reason"]
+    raw_id_fields = ["evidence"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[UploadLog]:
+        return super().get_queryset(request).defer("transcript")
 
 
 @admin.register(ApiToken)

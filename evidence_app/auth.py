@@ -3,8 +3,9 @@
 ``BearerTokenAuthentication`` sets ``request.user`` to the token's user and ``request.auth`` to
 the ``ApiToken`` row. Without a header the request is anonymous (reads stay public); a header
 with a bad token is a 401. ``HasRole(...)`` allows a request whose token carries one of the
-roles (401 when anonymous, 403 otherwise). Session users (the admin) get their roles from
-their groups; superusers are maintainers.
+roles (401 when anonymous, 403 otherwise). A token acts with its role only while its user is
+still in the group of that name; session users get their roles from their groups; superusers
+hold every role (``evidence_app.permissions``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
+from rest_framework.throttling import UserRateThrottle
 
-from evidence_app.models import ApiToken, Role
+from evidence_app import permissions
+from evidence_app.models import ApiToken
 from evidence_app.services.tokens import token_authenticate
 
 KEYWORD = "Bearer"
@@ -46,16 +49,13 @@ class BearerTokenAuthentication(BaseAuthentication):
 
 
 def roles_of(request: Request) -> set[str]:
-    """The roles this request acts with: the token's role, or a session user's groups."""
+    """The roles this request acts with (``evidence_app.permissions``): a token's role while its
+    user still holds it (group membership), or a session user's roles."""
     token = getattr(request, "auth", None)
-    if isinstance(token, ApiToken):
-        return {token.role}
     user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated:
-        return set()
-    if user.is_superuser:
-        return {Role.MAINTAINER}
-    return set(user.groups.filter(name__in=Role.values).values_list("name", flat=True))
+    if isinstance(token, ApiToken):
+        return permissions.token_roles(token, user)
+    return permissions.roles_of(user)
 
 
 class HasRole(BasePermission):
@@ -77,6 +77,24 @@ class HasRole(BasePermission):
         if not request.user or not request.user.is_authenticated:
             return False  # DRF answers 401 (with the Bearer challenge)
         return bool(roles_of(request) & self.roles)
+
+
+class EvidenceUploadThrottle(UserRateThrottle):
+    """Rate-limits evidence uploads (``POST /api/v1/evidence/``) per user, at
+    ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["evidence-upload"]``; other requests pass.
+
+    A default throttle class (settings), so it applies whatever the view declares."""
+
+    scope = "evidence-upload"
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        from evidence_app.api.views import EvidenceViewSet  # the API imports this module
+
+        if request.method != "POST" or not isinstance(view, EvidenceViewSet):
+            return True
+        if getattr(view, "action", None) != "create":
+            return True
+        return super().allow_request(request, view)
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):

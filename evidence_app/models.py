@@ -341,6 +341,9 @@ class UploadLog(models.Model):
     state = models.CharField(max_length=10, choices=UploadState.choices, default=UploadState.DONE)
     oci_ref = models.CharField(max_length=500, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    claimed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a worker last claimed it (its lease starts)."
+    )
     sha256 = models.CharField(max_length=64, blank=True)
     size = models.PositiveIntegerField(default=0)
     filename = models.CharField(max_length=255, blank=True)

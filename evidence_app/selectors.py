@@ -1,29 +1,40 @@
 """Reads behind the evidence pages, and the consensus the recipe pages show.
 
 Consensus is AICR's (``evidence_app.corroborate``: ``bucket_status``, ``compute_consensus``,
-``rollup_phase``, ``rollup_recipe``, ``order_versions_newest_first``), fed from database rows:
+``rollup_phase``, ``rollup_recipe``, ``order_versions_newest_first``), fed from database rows.
+Other apps read consensus (state names included) from here, never from ``corroborate``.
 
+- **Counted** evidence is ``EvidenceQuerySet.counted()``; ``is_counted`` is the same rule for
+  one loaded row (the API's ``counted``, the evidence tables, the grid's counted columns).
 - **Eligible** evidence is verified and not withdrawn. Withdrawn evidence is listed (struck,
-  with its reason) but never selected; simulated evidence is selected into its own columns
-  (labelled, never counted); demo evidence counts like any other and is labelled everywhere.
+  with its reason; the newest WITHDRAWN_SHOWN, then a count) but never selected; simulated
+  evidence is selected into its own columns (labelled, never counted); demo evidence (signed
+  with a demo key) counts like any other, and every state it feeds says so.
 - **Columns** are signers: one per verified signer (and one more for a signer's simulated
   runs), counted first, then reported, then simulated. A counted signer is allowlisted or a
   registered key (``Signer.counted``); the rest are AICR's zero-weight "reported" sources.
 - **Lens**: by default each column's single newest run (``attested_at``, then id) whatever
   its AICR version; with a version, each column's newest run *at that version* and only the
-  columns that have one: strict same-version consensus, as AICR's per-version grids.
+  columns that have one: strict same-version consensus, as AICR's per-version grids. The
+  newest run per column is picked in SQL.
 - **Rows** are the recipe's declared checks (deployment, conformance, performance; readiness
-  has no CTRF) plus every CTRF name of the selected runs, by phase then name. A row absent from
-  a selected run is not-run for that signer (no fallback to older runs). Evidence without
-  per-check CTRF data (a bare Sigstore bundle) only has the predicate's phase summary, so it
-  is not-run on every row and its column says so.
+  has no CTRF) plus every CTRF name of the counted runs, by phase then name. A name only
+  reported or simulated runs carry is shown as a row outside the rollups: an uncounted signer
+  never changes a state. A row absent from a selected run is not-run for that signer (no
+  fallback to older runs). Evidence without per-check CTRF data (a bare Sigstore bundle) only
+  has the predicate's phase summary, so it is not-run on every row and its column says so.
 - **States** per row over distinct counted signers; phases and the recipe fold worst-first
   with PARTIAL for positive + untested rows (``rollup_phase``/``rollup_recipe``).
 
+``recipe_consensus`` is the one computation of a recipe's state, with what it rests on (demo
+evidence, stale counted runs from ``services.staleness``): the grid, the list badges, the
+``?consensus=`` filter and the recipe API all use it, so they cannot disagree.
+
 Every function runs a fixed number of queries whatever the number of evidence rows.
-``recipe_consensus_states`` (the list page's badges and filter) is cached under a key that
-includes a cheap "evidence generation" aggregate, so any upload, withdrawal or signer class
-change invalidates it.
+``recipe_consensus_badges`` (the list page's badges and filter) is cached under a key that
+includes a cheap "evidence generation" aggregate, so any upload, withdrawal, signer class
+change or new current catalog invalidates it; the entry also expires when its first fresh
+run ages into staleness.
 """
 
 from __future__ import annotations
@@ -31,15 +42,26 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
 from django.core.cache import cache
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, F, Max, Q, QuerySet, Subquery, Window
+from django.db.models import (
+    BooleanField,
+    Count,
+    ExpressionWrapper,
+    F,
+    Max,
+    Q,
+    QuerySet,
+    Subquery,
+    Window,
+)
 from django.db.models.functions import RowNumber
 from django.urls import reverse
+from django.utils import timezone
 
 from evidence_app.corroborate import (
     CONFIRMED,
@@ -70,7 +92,8 @@ from evidence_app.models import (
     SignerKind,
     Verdict,
 )
-from evidence_app.services.staleness import StaleReason, staleness_bulk
+from evidence_app.services.staleness import CODES as STALE_CODES
+from evidence_app.services.staleness import StaleReason, stale_after_days, staleness_bulk
 from evidence_app.verification.commands import VerifyCommand, commands_for
 from evidence_app.verification.ctrf import CtrfTest
 from evidence_app.verification.signature import SignatureOutcome, SignerClaims
@@ -88,9 +111,10 @@ STATE_DESCRIPTIONS = {
 }
 GRID_PHASES: tuple[str, ...] = PHASE_ORDER  # deployment, conformance, performance
 CACHE_TIMEOUT = 24 * 60 * 60
-CACHE_PREFIX = "evidence:consensus-states:v1"
+CACHE_PREFIX = "evidence:consensus-badges:v2"
 PAGE_SIZE = 25
 RECENT_EVIDENCE = 20
+WITHDRAWN_SHOWN = 20  # the recipe page lists this many withdrawn runs, then a count
 # The columns of an evidence row that lists and grids never read (bytes and big JSON).
 HEAVY_FIELDS = ("content", "artifact", "transcript", "predicate", "check_results", "certificate")
 
@@ -282,14 +306,28 @@ def phase_summaries(predicate: Any) -> dict[str, PhaseSummary]:
 # --- the consensus core (shared by the grid and the list badges) ----------------------------
 
 
+def is_counted(evidence: Evidence) -> bool:
+    """Whether consensus counts this evidence row: exactly ``EvidenceQuerySet.counted()``
+    (verified, not withdrawn, a counted signer, not simulated) for one loaded row. Demo
+    evidence counts (and is labelled wherever a state derived from it is shown)."""
+    return (
+        evidence.verdict == Verdict.VERIFIED
+        and evidence.withdrawn_at is None
+        and evidence.signer.counted
+        and not evidence.is_simulated
+    )
+
+
 @dataclass(frozen=True)
 class _Run:
     """One selected run as consensus sees it."""
 
     key: str  # the signer's verified source id: one identity is one signer
-    counted: bool
+    counted: bool  # ``is_counted`` of its evidence
     simulated: bool
     statuses: Mapping[str, Mapping[str, str]]  # phase → CTRF name → raw status
+    demo: bool = False  # signed with a demo key
+    stale: tuple[str, ...] = ()  # its stale reason codes (``services.staleness``)
 
 
 RowKey = tuple[str, str]
@@ -311,16 +349,148 @@ def _row_order(key: RowKey) -> tuple[int, str]:
     return (GRID_PHASES.index(key[0]), key[1])
 
 
-def _consensus_rows(
-    declared: Iterable[RowKey], runs: Sequence[_Run]
-) -> list[tuple[RowKey, Consensus, list[str]]]:
-    """Per row: AICR's consensus over the non-simulated runs, and every run's bucket."""
-    keys = set(declared)
+@dataclass(frozen=True)
+class StaleSummary:
+    """How many of the counted runs behind a state are stale, and why (reason codes with the
+    number of runs carrying each, in ``services.staleness.CODES`` order)."""
+
+    counted_runs: int = 0
+    stale_runs: int = 0
+    reasons: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def stale(self) -> bool:
+        return self.stale_runs > 0
+
+    @property
+    def note(self) -> str:
+        """``2 of 3 counted runs stale`` ('' when none is)."""
+        if not self.stale_runs:
+            return ""
+        runs = "run" if self.counted_runs == 1 else "runs"
+        return f"{self.stale_runs} of {self.counted_runs} counted {runs} stale"
+
+    @property
+    def reasons_note(self) -> str:
+        """``older-than-30-days (2), recipe-changed (1)``: each code with its runs."""
+        return ", ".join(f"{code} ({count})" for code, count in self.reasons)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "stale": self.stale,
+            "counted_runs": self.counted_runs,
+            "stale_runs": self.stale_runs,
+            "reasons": {code: count for code, count in self.reasons},
+            "summary": self.note,
+        }
+
+    @classmethod
+    def of(cls, runs: Iterable[_Run]) -> StaleSummary:
+        counted = [run for run in runs if run.counted]
+        by_code: dict[str, int] = {}
+        for run in counted:
+            for code in dict.fromkeys(run.stale):
+                by_code[code] = by_code.get(code, 0) + 1
+        order = {code: i for i, code in enumerate(STALE_CODES)}
+        reasons = tuple(sorted(by_code.items(), key=lambda item: order.get(item[0], 99)))
+        return cls(
+            counted_runs=len(counted),
+            stale_runs=sum(1 for run in counted if run.stale),
+            reasons=reasons,
+        )
+
+
+@dataclass(frozen=True)
+class RowConsensus:
+    """One row of the consensus: AICR's state over the counted signers, every run's bucket."""
+
+    key: RowKey
+    consensus: Consensus
+    results: tuple[str, ...]  # one per run, in the runs' order
+    in_rollup: bool  # declared, or found in a counted run: part of the phase and recipe state
+    demo: bool  # a counted demo run gave it a pass or a fail
+    voters: int  # counted runs with a pass or a fail on it
+    stale_voters: int  # … of which stale
+
+
+@dataclass(frozen=True)
+class RecipeBadge:
+    """What a recipe's state badge says wherever it is shown (list, filter, API, page)."""
+
+    state: str
+    includes_demo: bool
+    stale: StaleSummary
+
+    def encode(self) -> str:
+        """A compact text form, so a list query can carry the badge as one annotation."""
+        reasons = ",".join(f"{code}={count}" for code, count in self.stale.reasons)
+        demo = int(self.includes_demo)
+        return f"{self.state}|{demo}|{self.stale.counted_runs}|{self.stale.stale_runs}|{reasons}"
+
+    @classmethod
+    def decode(cls, text: str | None, state: str = UNTESTED) -> RecipeBadge:
+        """``encode``'s inverse; anything else is a plain ``state`` badge."""
+        parts = (text or "").split("|")
+        if len(parts) != 5 or not all(p.isdigit() for p in parts[1:4]):
+            return cls(state=state, includes_demo=False, stale=StaleSummary())
+        reasons = []
+        for item in filter(None, parts[4].split(",")):
+            code, _, count = item.partition("=")
+            reasons.append((code, int(count) if count.isdigit() else 0))
+        return cls(
+            state=parts[0],
+            includes_demo=parts[1] == "1",
+            stale=StaleSummary(
+                counted_runs=int(parts[2]), stale_runs=int(parts[3]), reasons=tuple(reasons)
+            ),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "consensus": self.state,
+            "consensus_includes_demo": self.includes_demo,
+            "consensus_stale": self.stale.as_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class RecipeConsensus:
+    """The recipe-level consensus of one set of selected runs (``recipe_consensus``)."""
+
+    rows: tuple[RowConsensus, ...]
+    phase_states: dict[str, str]
+    phase_demo: dict[str, bool]
+    rollup: RecipeRollup
+    includes_demo: bool
+    stale: StaleSummary
+
+    @property
+    def state(self) -> str:
+        return self.rollup.state
+
+    @property
+    def badge(self) -> RecipeBadge:
+        return RecipeBadge(state=self.state, includes_demo=self.includes_demo, stale=self.stale)
+
+
+def recipe_consensus(declared: Iterable[RowKey], runs: Sequence[_Run]) -> RecipeConsensus:
+    """THE recipe-level consensus, used by the grid, the list badges, the ``?consensus=``
+    filter and the API alike.
+
+    Rows are the declared checks plus every CTRF name of a *counted* run; names only
+    reported or simulated runs carry are rows too (shown, so nothing a signer sent is
+    hidden) but stay out of the phase and recipe rollups: an uncounted signer never changes
+    a state. Each row's state is AICR's ``compute_consensus`` over the non-simulated runs
+    (reported ones with zero weight); phases and the recipe fold the rollup rows worst-first.
+    """
+    in_rollup = set(declared)
+    shown_only: set[RowKey] = set()
     for run in runs:
+        target = in_rollup if run.counted else shown_only
         for phase in GRID_PHASES:
-            keys.update((phase, name) for name in run.statuses.get(phase, {}))
+            target.update((phase, name) for name in run.statuses.get(phase, {}))
     rows = []
-    for key in sorted(keys, key=_row_order):
+    for key in sorted(in_rollup | shown_only, key=_row_order):
         phase, name = key
         results = []
         for run in runs:
@@ -331,12 +501,44 @@ def _consensus_rows(
             for run, result in zip(runs, results, strict=True)
             if not run.simulated
         )
-        rows.append((key, consensus, results))
-    return rows
-
-
-def _recipe_state(states: Sequence[str]) -> str:
-    return rollup_recipe([{"consensus": state} for state in states]).state
+        voters = [
+            run
+            for run, result in zip(runs, results, strict=True)
+            if run.counted and result in (PASS, FAIL)
+        ]
+        rows.append(
+            RowConsensus(
+                key=key,
+                consensus=consensus,
+                results=tuple(results),
+                in_rollup=key in in_rollup,
+                demo=any(run.demo for run in voters),
+                voters=len(voters),
+                stale_voters=sum(1 for run in voters if run.stale),
+            )
+        )
+    counted_rows = [row for row in rows if row.in_rollup]
+    phase_states = {
+        phase: rollup_phase([row.consensus.state for row in counted_rows if row.key[0] == phase])
+        for phase in GRID_PHASES
+    }
+    phase_demo = {
+        phase: any(row.demo for row in counted_rows if row.key[0] == phase) for phase in GRID_PHASES
+    }
+    rollup = rollup_recipe(
+        [
+            {"consensus": row.consensus.state, "reported": row.consensus.reported}
+            for row in counted_rows
+        ]
+    )
+    return RecipeConsensus(
+        rows=tuple(rows),
+        phase_states=phase_states,
+        phase_demo=phase_demo,
+        rollup=rollup,
+        includes_demo=any(phase_demo.values()),
+        stale=StaleSummary.of(runs),
+    )
 
 
 # --- the consensus grid of one recipe -------------------------------------------------------
@@ -356,7 +558,7 @@ class Column:
 
     @property
     def counted(self) -> bool:
-        return self.signer.counted and not self.simulated
+        return is_counted(self.evidence)
 
     @property
     def group(self) -> str:
@@ -383,10 +585,20 @@ class Row:
     thresholds: list[dict[str, Any]]
     consensus: Consensus
     cells: list[Cell]
+    in_rollup: bool = True  # False: only reported or simulated runs carry this name
+    demo: bool = False  # a counted demo run gave it a pass or a fail
+    voters: int = 0  # counted runs with a pass or a fail on it
+    stale_voters: int = 0  # … of which stale
 
     @property
     def state(self) -> str:
         return self.consensus.state
+
+    @property
+    def stale_note(self) -> str:
+        if not self.stale_voters:
+            return ""
+        return f"{self.stale_voters} of {self.voters} counted results from stale runs"
 
 
 @dataclass(frozen=True)
@@ -401,6 +613,7 @@ class GridPhase:
     state: str
     rows: list[Row]
     summaries: list[PhaseCell]
+    demo: bool = False  # its state rests on a pass or fail of demo evidence
 
 
 @dataclass(frozen=True)
@@ -418,15 +631,32 @@ class ConsensusGrid:
     lens_options: list[LensOption]
     columns: list[Column]
     phases: list[GridPhase]
-    rollup: RecipeRollup
+    consensus: RecipeConsensus
     recent: list[Evidence]  # newest evidence of this recipe (withdrawn ones included)
-    withdrawn: list[Evidence]
+    withdrawn: list[Evidence]  # the newest WITHDRAWN_SHOWN withdrawn ones
     stale: dict[int, list[StaleReason]]
     evidence_count: int
+    withdrawn_count: int = 0
+
+    @property
+    def rollup(self) -> RecipeRollup:
+        return self.consensus.rollup
 
     @property
     def state(self) -> str:
-        return self.rollup.state
+        return self.consensus.state
+
+    @property
+    def includes_demo(self) -> bool:
+        return self.consensus.includes_demo
+
+    @property
+    def stale_summary(self) -> StaleSummary:
+        return self.consensus.stale
+
+    @property
+    def withdrawn_hidden(self) -> int:
+        return max(0, self.withdrawn_count - len(self.withdrawn))
 
     @property
     def rows(self) -> list[Row]:
@@ -449,6 +679,10 @@ class ConsensusGrid:
         return any(c.summary_only for c in self.columns)
 
     @property
+    def has_shown_only_rows(self) -> bool:
+        return any(not row.in_rollup for row in self.rows)
+
+    @property
     def phase_rollup(self) -> dict[str, str]:
         return {phase.phase: phase.state for phase in self.phases}
 
@@ -458,23 +692,20 @@ def _column_key(evidence: Evidence) -> str:
     return f"{source}:simulated" if evidence.is_simulated else source
 
 
-def _newest_first(evidences: Iterable[Evidence]) -> list[Evidence]:
-    return sorted(evidences, key=lambda e: (e.attested_at, e.pk), reverse=True)
-
-
 def _instant(moment: datetime) -> int:
     text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     instant = parse_rfc3339(text)
     return instant if instant is not None else 0
 
 
-def lens_versions(evidences: Iterable[Evidence]) -> list[str]:
-    """AICR versions of eligible evidence, newest release first (AICR's lens order)."""
+def _versions_newest_first(pairs: Iterable[tuple[str, datetime]]) -> list[str]:
+    """AICR versions (each with its newest run's ``attested_at``), newest release first:
+    AICR's lens order."""
     newest: dict[str, int] = {}
-    for e in evidences:
-        instant = _instant(e.attested_at)
-        if instant > newest.get(e.aicr_version, -(2**63)):
-            newest[e.aicr_version] = instant
+    for version, attested_at in pairs:
+        instant = _instant(attested_at)
+        if instant > newest.get(version, -(2**63)):
+            newest[version] = instant
     return order_versions_newest_first(newest, newest)
 
 
@@ -483,22 +714,48 @@ def _column_order(column: Column) -> tuple[int, str, str]:
     return (group, column.signer.label.lower(), column.key)
 
 
+def _eligible(queryset: QuerySet[Evidence]) -> QuerySet[Evidence]:
+    """Selectable runs: verified, not withdrawn (simulated ones get their own columns)."""
+    return queryset.filter(verdict=Verdict.VERIFIED, withdrawn_at__isnull=True)
+
+
+def _latest_per(queryset: QuerySet[Evidence], *partition: str) -> QuerySet[Evidence]:
+    """The newest row (``attested_at``, then id) of each ``partition`` group, in SQL."""
+    return queryset.annotate(
+        _rank=Window(
+            RowNumber(),
+            partition_by=[F(name) for name in partition],
+            order_by=[F("attested_at").desc(), F("pk").desc()],
+        )
+    ).filter(_rank=1)
+
+
 def consensus_grid(*, recipe: Recipe, lens: str | None = None) -> ConsensusGrid:
     """The consensus grid of ``recipe`` (evidence matched by recipe name, any catalog version:
     evidence of another digest shows as stale, recipe changed, and still counts, as in AICR).
 
-    Queries: the evidence rows, the selected runs' results, and the staleness reads: constant.
+    Only what is shown is read: the counts, the AICR versions (aggregated), each column's
+    newest run for the lens (one windowed query), the newest RECENT_EVIDENCE rows, the newest
+    WITHDRAWN_SHOWN withdrawn rows, and the staleness reads: constant, whatever the number
+    of evidence rows.
     """
     lens = (lens or "").strip()[:100]
-    rows = list(
-        Evidence.objects.filter(recipe_name=recipe.name)
-        .select_related("signer")
-        .defer(*HEAVY_FIELDS)
+    mine = Evidence.objects.filter(recipe_name=recipe.name)
+    counts = mine.aggregate(
+        n=Count("pk"), withdrawn=Count("pk", filter=Q(withdrawn_at__isnull=False))
     )
-    rows = _newest_first(rows)
-    eligible = [e for e in rows if e.verdict == Verdict.VERIFIED and e.withdrawn_at is None]
-    # A run without an AICR version cannot be picked by version; it still shows in the default.
-    versions = [v for v in lens_versions(eligible) if v]
+    versions: list[str] = []
+    selected: list[Evidence] = []
+    recent: list[Evidence] = []
+    withdrawn: list[Evidence] = []
+    if counts["n"]:
+        # A run without an AICR version cannot be picked by version; it still shows in the
+        # default lens.
+        version_rows = (
+            _eligible(mine).order_by().values("aicr_version").annotate(newest=Max("attested_at"))
+        )
+        pairs = ((r["aicr_version"], r["newest"]) for r in version_rows)
+        versions = [v for v in _versions_newest_first(pairs) if v]
     lens_error = ""
     if lens and lens not in versions:
         lens_error = (
@@ -507,80 +764,67 @@ def consensus_grid(*, recipe: Recipe, lens: str | None = None) -> ConsensusGrid:
         )
         lens = ""
 
-    selected: dict[str, Evidence] = {}
-    for e in eligible:
-        if lens and e.aicr_version != lens:
-            continue
-        selected.setdefault(_column_key(e), e)
-
-    heavy: dict[int, tuple[Any, Any]] = {}
-    if selected:
-        heavy = {
-            pk: (check_results, predicate)
-            for pk, check_results, predicate in Evidence.objects.filter(
-                pk__in=[e.pk for e in selected.values()]
-            ).values_list("pk", "check_results", "predicate")
-        }
-    recent = rows[:RECENT_EVIDENCE]
-    withdrawn = [e for e in rows if e.withdrawn_at is not None]
-    shown = {e.pk: e for e in [*selected.values(), *recent, *withdrawn]}
+    if counts["n"]:
+        candidates = _eligible(mine)
+        if lens:
+            candidates = candidates.filter(aicr_version=lens)
+        selected = list(
+            _latest_per(candidates, "signer_id", "is_simulated")
+            .select_related("signer")
+            .defer("content", "artifact", "transcript", "certificate")
+            .order_by("-attested_at", "-pk")
+        )
+        recent, withdrawn = _recent_and_withdrawn(mine)
+    shown = {e.pk: e for e in [*selected, *recent, *withdrawn]}
     stale = staleness_map(list(shown.values()))
 
-    columns = []
-    for key, e in selected.items():
-        check_results, predicate = heavy.get(e.pk, ({}, {}))
-        columns.append(
-            Column(
-                key=key,
-                signer=e.signer,
-                simulated=e.is_simulated,
-                evidence=e,
-                outcomes=check_outcomes(check_results),
-                summaries=phase_summaries(predicate),
-                stale=stale.get(e.pk, []),
-            )
+    columns = [
+        Column(
+            key=_column_key(e),
+            signer=e.signer,
+            simulated=e.is_simulated,
+            evidence=e,
+            outcomes=check_outcomes(e.check_results),
+            summaries=phase_summaries(e.predicate),
+            stale=stale.get(e.pk, []),
         )
+        for e in selected
+    ]
     columns.sort(key=_column_order)
 
     declared = declared_checks(recipe.checks)
-    runs = [
-        _Run(
-            key=c.signer.source_id,
-            counted=c.counted,
-            simulated=c.simulated,
-            statuses=_statuses(c.outcomes),
-        )
-        for c in columns
-    ]
+    consensus = recipe_consensus(declared, [_run_of(c) for c in columns])
     by_phase: dict[str, list[Row]] = {phase: [] for phase in GRID_PHASES}
-    for (phase, name), consensus, results in _consensus_rows(declared, runs):
+    for found in consensus.rows:
+        phase, name = found.key
         cells = [
             Cell(column=c, result=result, outcome=c.outcomes.get(phase, {}).get(name))
-            for c, result in zip(columns, results, strict=True)
+            for c, result in zip(columns, found.results, strict=True)
         ]
         by_phase[phase].append(
             Row(
                 phase=phase,
                 name=name,
-                declared=(phase, name) in declared,
-                thresholds=declared.get((phase, name), []),
-                consensus=consensus,
+                declared=found.key in declared,
+                thresholds=declared.get(found.key, []),
+                consensus=found.consensus,
                 cells=cells,
+                in_rollup=found.in_rollup,
+                demo=found.demo,
+                voters=found.voters,
+                stale_voters=found.stale_voters,
             )
         )
     phases = [
         GridPhase(
             phase=phase,
-            state=rollup_phase([row.state for row in by_phase[phase]]),
+            state=consensus.phase_states[phase],
             rows=by_phase[phase],
             summaries=[PhaseCell(column=c, summary=c.summaries.get(phase)) for c in columns],
+            demo=consensus.phase_demo[phase],
         )
         for phase in GRID_PHASES
     ]
-    all_rows = [row for phase in phases for row in phase.rows]
-    rollup = rollup_recipe(
-        [{"consensus": row.state, "reported": row.consensus.reported} for row in all_rows]
-    )
     options = [LensOption(value="", label="Latest run per signer", selected=not lens)]
     options += [LensOption(value=v, label=f"AICR {v}", selected=v == lens) for v in versions]
     return ConsensusGrid(
@@ -590,11 +834,44 @@ def consensus_grid(*, recipe: Recipe, lens: str | None = None) -> ConsensusGrid:
         lens_options=options,
         columns=columns,
         phases=phases,
-        rollup=rollup,
+        consensus=consensus,
         recent=recent,
         withdrawn=withdrawn,
         stale=stale,
-        evidence_count=len(rows),
+        evidence_count=counts["n"],
+        withdrawn_count=counts["withdrawn"],
+    )
+
+
+def _recent_and_withdrawn(mine: QuerySet[Evidence]) -> tuple[list[Evidence], list[Evidence]]:
+    """The newest RECENT_EVIDENCE rows and the newest WITHDRAWN_SHOWN withdrawn ones, in one
+    query (each row ranked overall and within its withdrawn-or-not group)."""
+    newest_first = [F("attested_at").desc(), F("pk").desc()]
+    is_withdrawn = ExpressionWrapper(Q(withdrawn_at__isnull=False), output_field=BooleanField())
+    rows = list(
+        mine.select_related("signer")
+        .defer(*HEAVY_FIELDS)
+        .annotate(
+            _withdrawn=is_withdrawn,
+            _pos=Window(RowNumber(), order_by=newest_first),
+            _group_pos=Window(RowNumber(), partition_by=[is_withdrawn], order_by=newest_first),
+        )
+        .filter(Q(_pos__lte=RECENT_EVIDENCE) | Q(_group_pos__lte=WITHDRAWN_SHOWN))
+        .order_by("-attested_at", "-pk")
+    )
+    recent = [e for e in rows if e._pos <= RECENT_EVIDENCE]
+    withdrawn = [e for e in rows if e._withdrawn and e._group_pos <= WITHDRAWN_SHOWN]
+    return recent, withdrawn
+
+
+def _run_of(column: Column) -> _Run:
+    return _Run(
+        key=column.signer.source_id,
+        counted=column.counted,
+        simulated=column.simulated,
+        statuses=_statuses(column.outcomes),
+        demo=column.evidence.is_demo,
+        stale=tuple(reason.code for reason in column.stale),
     )
 
 
@@ -603,9 +880,11 @@ def consensus_grid(*, recipe: Recipe, lens: str | None = None) -> ConsensusGrid:
 
 def evidence_generation() -> tuple[Any, ...]:
     """A cheap aggregate that changes whenever anything consensus depends on changes:
-    evidence added (count, max id, newest upload), withdrawn (count, newest withdrawal), or a
-    signer's class or counting changed (newest SignerClassChange). One query."""
+    evidence added (count, max id, newest upload), withdrawn (count, newest withdrawal), a
+    signer's class or counting changed (newest SignerClassChange), or a newer catalog became
+    the current one (staleness compares against it). One query."""
     newest_change = SignerClassChange.objects.order_by("-pk")
+    current = Catalog.objects.newest_first()
     agg = Evidence.objects.aggregate(
         n=Count("pk"),
         top=Max("pk"),
@@ -614,6 +893,7 @@ def evidence_generation() -> tuple[Any, ...]:
         last_withdrawn=Max("withdrawn_at"),
         change=Max(Subquery(newest_change.values("pk")[:1])),
         change_at=Max(Subquery(newest_change.values("at")[:1])),
+        current=Max(Subquery(current.values("pk")[:1])),
     )
     return tuple(
         value.isoformat() if isinstance(value, datetime) else value
@@ -625,6 +905,7 @@ def evidence_generation() -> tuple[Any, ...]:
             agg["last_withdrawn"],
             agg["change"],
             agg["change_at"],
+            agg["current"],
         )
     )
 
@@ -634,14 +915,15 @@ def _cache_key(catalog: Catalog, generation: tuple[Any, ...]) -> str:
     return f"{CACHE_PREFIX}:" + ":".join(re.sub(r"[^0-9A-Za-z._-]", "_", p) for p in parts)
 
 
-def recipe_consensus_states(*, catalog: Catalog | None) -> dict[str, str]:
-    """Recipe name → consensus state (default lens) for every recipe of ``catalog`` that has
-    evidence; a recipe missing from the map is UNTESTED.
+def recipe_consensus_badges(*, catalog: Catalog | None) -> dict[str, RecipeBadge]:
+    """Recipe name → its badge (state, demo, staleness; default lens) for every recipe of
+    ``catalog`` that has counted evidence; a recipe missing from the map is UNTESTED.
 
-    One query on a cache hit (the generation aggregate); on a miss two more when there is any
-    evidence: the newest eligible run of each (recipe, counted signer), and the declared
-    checks of the recipes that have one. Reported and simulated runs cannot change a state,
-    so they are not read.
+    Computed by ``recipe_consensus``, the function the recipe page's grid uses, from the
+    newest counted run of each (recipe, signer): reported and simulated runs cannot change a
+    state, so they are not read. One query on a cache hit (the generation aggregate); on a
+    miss a constant number more (the runs, the declared checks, the staleness facts). The
+    entry expires when the first of its fresh runs ages into "older than N days".
     """
     if catalog is None:
         return {}
@@ -649,56 +931,86 @@ def recipe_consensus_states(*, catalog: Catalog | None) -> dict[str, str]:
     if not generation[0]:
         return {}
     key = _cache_key(catalog, generation)
-    states = cache.get(key)
-    if states is None:
-        states = _compute_recipe_states(catalog)
-        cache.set(key, states, CACHE_TIMEOUT)
-    return states
+    badges = cache.get(key)
+    if badges is None:
+        badges, expires = _compute_recipe_badges(catalog)
+        timeout = CACHE_TIMEOUT
+        if expires is not None:
+            timeout = max(1, min(timeout, int((expires - timezone.now()).total_seconds()) + 1))
+        cache.set(key, badges, timeout)
+    return badges
 
 
-def _compute_recipe_states(catalog: Catalog) -> dict[str, str]:
-    latest = (
-        Evidence.objects.filter(
-            verdict=Verdict.VERIFIED,
-            withdrawn_at__isnull=True,
-            is_simulated=False,
-            signer__counted=True,
-            recipe_name__in=Recipe.objects.filter(catalog=catalog).values("name"),
+def recipe_consensus_states(*, catalog: Catalog | None) -> dict[str, str]:
+    """Recipe name → consensus state (``recipe_consensus_badges``' states)."""
+    return {name: badge.state for name, badge in recipe_consensus_badges(catalog=catalog).items()}
+
+
+def _compute_recipe_badges(catalog: Catalog) -> tuple[dict[str, RecipeBadge], datetime | None]:
+    latest = list(
+        _latest_per(
+            Evidence.objects.counted().filter(
+                recipe_name__in=Recipe.objects.filter(catalog=catalog).values("name")
+            ),
+            "recipe_name",
+            "signer_id",
         )
-        .annotate(
-            rank=Window(
-                RowNumber(),
-                partition_by=[F("recipe_name"), F("signer_id")],
-                order_by=[F("attested_at").desc(), F("pk").desc()],
-            )
+        .select_related("signer")
+        .only(
+            "pk",
+            "recipe_name",
+            "subject_digest",
+            "attested_at",
+            "aicr_version",
+            "validator_catalog_version",
+            "withdrawn_at",
+            "withdrawal_reason",
+            "verdict",
+            "is_demo",
+            "is_simulated",
+            "check_results",
+            "signer",
+            "signer__source_id",
+            "signer__counted",
+            "signer__label",
         )
-        .filter(rank=1)
-        .values_list("recipe_name", "signer__source_id", "check_results")
+        .order_by("-attested_at", "-pk")
     )
+    if not latest:
+        return {}, None
+    stale = staleness_map(latest)
     runs: dict[str, list[_Run]] = {}
-    for name, source, check_results in latest:
-        runs.setdefault(name, []).append(
+    for e in latest:
+        runs.setdefault(e.recipe_name, []).append(
             _Run(
-                key=source,
-                counted=True,
-                simulated=False,
-                statuses=_statuses(check_outcomes(check_results)),
+                key=e.signer.source_id,
+                counted=is_counted(e),
+                simulated=e.is_simulated,
+                statuses=_statuses(check_outcomes(e.check_results)),
+                demo=e.is_demo,
+                stale=tuple(reason.code for reason in stale.get(e.pk, [])),
             )
         )
-    if not runs:
-        return {}
     checks = Recipe.objects.filter(catalog=catalog, name__in=list(runs)).values_list(
         "name", "checks"
     )
-    states = {}
-    for name, recipe_checks in checks:
-        rows = _consensus_rows(declared_checks(recipe_checks), runs[name])
-        states[name] = _recipe_state([consensus.state for _, consensus, _ in rows])
-    return states
+    badges = {
+        name: recipe_consensus(declared_checks(recipe_checks), runs[name]).badge
+        for name, recipe_checks in checks
+    }
+    now = timezone.now()
+    ages = [e.attested_at + timedelta(days=stale_after_days()) for e in latest]
+    upcoming = [moment for moment in ages if moment > now]
+    return badges, min(upcoming) if upcoming else None
 
 
 def state_of(states: Mapping[str, str], name: str) -> str:
     return states.get(name, UNTESTED)
+
+
+def badge_of(badges: Mapping[str, RecipeBadge], name: str) -> RecipeBadge:
+    """``name``'s badge (a recipe without counted evidence is a plain UNTESTED)."""
+    return badges.get(name) or RecipeBadge.decode(None)
 
 
 def names_in_state(states: Mapping[str, str], state: str) -> tuple[set[str], bool]:
@@ -999,12 +1311,17 @@ class FieldProvenance:
     value: str
     how: str
 
+    def as_dict(self) -> dict[str, str]:
+        return {"field": self.field, "value": self.value, "how": self.how}
+
 
 def verified_and_claimed(
     evidence: Evidence,
 ) -> tuple[list[FieldProvenance], list[FieldProvenance]]:
     """What this site checked itself (signature-covered and verified) and what the signer
-    only asserts inside the signed statement."""
+    only asserts inside the signed statement: the one source of both lists, for the evidence
+    page and the API. A value the verification did not establish (no Rekor entry, no signed
+    timestamp) is never listed as verified."""
     passed = {
         str(step.get("step")): bool(step.get("ok"))
         for step in (evidence.transcript if isinstance(evidence.transcript, list) else [])

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from celery import shared_task
+from celery import Task, shared_task
 
 from evidence_app.services import oci
 
 
-@shared_task(name="evidence_app.tasks.ingest_oci", acks_late=True)
-def ingest_oci(upload_id: int) -> str | None:
+@shared_task(name="evidence_app.tasks.ingest_oci", acks_late=True, bind=True, max_retries=5)
+def ingest_oci(self: Task, upload_id: int) -> str | None:
     """Pull and verify the OCI reference of ``UploadLog`` ``upload_id``; returns the verdict
-    (None when the upload is gone). Re-running a finished upload does nothing."""
-    log = oci.oci_upload_process(upload_id=upload_id)
+    (None when the upload is gone). Re-running a finished upload does nothing; a redelivered
+    task that finds another worker's live claim comes back when that lease ends."""
+    try:
+        log = oci.oci_upload_process(upload_id=upload_id)
+    except oci.LeaseHeld as exc:
+        raise self.retry(countdown=exc.retry_in, exc=exc) from None
     return log.verdict if log is not None else None

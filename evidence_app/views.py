@@ -1,9 +1,9 @@
 """The evidence pages: list, one piece of evidence (with withdrawal), upload, and a signer.
 
 Thin views: read through ``selectors``, write through ``services``. Reading is public;
-uploading needs the contributor or maintainer role (membership of the Django group of that
-name, or staff); withdrawing needs the maintainer role or to be the contributor who uploaded
-it. Both are checked here, for htmx partials too (a client can ask for any partial).
+uploading needs the contributor or maintainer role; withdrawing needs the maintainer role or
+to be the contributor who uploaded it (roles: ``evidence_app.permissions``; ``is_staff`` grants
+none). Both are checked here, for htmx partials too (a client can ask for any partial).
 """
 
 from __future__ import annotations
@@ -12,20 +12,23 @@ from typing import Any
 
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.middleware.csrf import CsrfViewMiddleware
 from django.shortcuts import render
 from django.urls import reverse
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_safe
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, push_url
 from django_htmx.middleware import HtmxDetails
 
-from evidence_app import selectors
+from evidence_app import permissions, selectors
 from evidence_app.forms import EvidenceUploadForm, WithdrawForm
-from evidence_app.models import Evidence, Role, UploadLog
+from evidence_app.models import Evidence, UploadLog
 from evidence_app.services import ingest, oci, withdrawal
 from evidence_app.services.staleness import StaleReason
 
-UPLOAD_ROLES = (Role.CONTRIBUTOR, Role.MAINTAINER)
+# Room for the multipart framing and the other form fields around the file(s).
+MULTIPART_OVERHEAD = 64 * 1024
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -42,27 +45,19 @@ def _wants_partial(request: HtmxHttpRequest, *, target: str) -> bool:
 
 
 def user_roles(user: Any) -> set[str]:
-    """The roles a signed-in user holds: their groups named after a role (staff: all)."""
-    if user is None or not user.is_authenticated or not user.is_active:
-        return set()
-    if user.is_staff or user.is_superuser:
-        return set(Role.values)
-    cached = getattr(user, "_evidence_roles", None)
-    if cached is None:
-        cached = set(user.groups.filter(name__in=Role.values).values_list("name", flat=True))
-        user._evidence_roles = cached
-    return cached
+    """The roles a signed-in user holds (``evidence_app.permissions``)."""
+    return permissions.roles_of(user)
 
 
 def can_upload(user: Any) -> bool:
-    return bool(user_roles(user) & set(UPLOAD_ROLES))
+    return permissions.can_upload(user)
 
 
 def can_withdraw(user: Any, evidence: Evidence) -> bool:
     """Maintainers may withdraw any evidence; a contributor only what they uploaded."""
     if evidence.withdrawn_at is not None:
         return False
-    return withdrawal.can_withdraw(evidence=evidence, user=user, roles=user_roles(user))
+    return permissions.can_withdraw(user, evidence)
 
 
 def _evidence_or_404(pk: int) -> Evidence:
@@ -141,10 +136,52 @@ def evidence_withdraw(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return render(request, template, context, status=status)
 
 
+def _csrf_refusal(request: HttpRequest) -> HttpResponse | None:
+    """The CSRF check the middleware skipped for ``evidence_new`` (run after the size check)."""
+    check = CsrfViewMiddleware(lambda _request: HttpResponse())
+    check.process_request(request)
+    return check.process_view(request, None, (), {})
+
+
+def _too_large(request: HtmxHttpRequest) -> HttpResponse | None:
+    """413 when ``Content-Length`` says the body is over the limit — before any of it is read."""
+    limit = ingest.max_upload_bytes()
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    size = int(declared) if declared.isdigit() else 0
+    if size <= limit + MULTIPART_OVERHEAD:
+        return None
+    reason = (
+        f"upload of {size:,} bytes exceeds the limit of {limit:,} bytes (EVIDENCE_MAX_UPLOAD_BYTES)"
+    )
+    result = ingest.upload_refused(
+        user=request.user, channel="form", size=size, reason=reason, http_status=413
+    )
+    context = {
+        "verdict": result.verdict,
+        "failed_step": result.failed_step,
+        "transcript": result.transcript,
+        "reason": result.reason,
+        "created": False,
+        "evidence": None,
+        "filename": "",
+        "stale": [],
+    }
+    response = render(request, "evidence_app/result.html", context, status=413)
+    response["Connection"] = "close"  # the unread body is not drained
+    return response
+
+
+# CSRF is checked by hand after the size check: the middleware would read (parse) the whole
+# body first to find the token.
+@csrf_exempt
 @require_http_methods(["GET", "HEAD", "POST"])
 def evidence_new(request: HtmxHttpRequest) -> HttpResponse:
     if not can_upload(request.user):
         return _refuse(request, "Uploading evidence needs the contributor or maintainer role.")
+    if request.method == "POST":
+        refusal = _too_large(request) or _csrf_refusal(request)
+        if refusal is not None:
+            return refusal
     if request.method != "POST":
         return render(request, "evidence_app/new.html", {"form": EvidenceUploadForm()})
     form = EvidenceUploadForm(request.POST, request.FILES)

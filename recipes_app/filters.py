@@ -1,7 +1,8 @@
 """The recipe filters, shared by the HTML list and the API so both accept exactly the same input.
 
 ``consensus`` filters on the recipe-level consensus state (AICR's rules over signed evidence,
-default lens), read from ``evidence_app.selectors.recipe_consensus_states`` (cached).
+default lens), read from ``evidence_app.selectors.recipe_consensus_badges`` (cached): the same
+computation as the recipe page's grid, so a badge, the filter and the page always agree.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from django.http import HttpRequest
 from django.utils.functional import cached_property
 
 from evidence_app import selectors as evidence_selectors
-from evidence_app.corroborate import UNTESTED
+from evidence_app.selectors import UNTESTED, RecipeBadge
 from recipes_app.models import DIMENSIONS, Catalog, Recipe, RecipeQuerySet
 
 MAX_QUERY_LENGTH = 200
@@ -89,15 +90,29 @@ class RecipeFilter(django_filters.FilterSet):
         return queryset.filter(name__in=names)
 
     @cached_property
+    def consensus_badges(self) -> dict[str, RecipeBadge]:
+        """Recipe name → badge (state, demo, staleness) for this catalog version (absent:
+        UNTESTED)."""
+        return evidence_selectors.recipe_consensus_badges(catalog=self.catalog_version)
+
+    @cached_property
     def consensus_states(self) -> dict[str, str]:
         """Recipe name → consensus state for this catalog version (absent: UNTESTED)."""
-        return evidence_selectors.recipe_consensus_states(catalog=self.catalog_version)
+        return {name: badge.state for name, badge in self.consensus_badges.items()}
 
     def filter_queryset(self, queryset: QuerySet[Recipe]) -> QuerySet[Recipe]:
-        """The filtered recipes, each annotated with ``consensus_state`` (its badge), so a
-        page of results costs no query per row."""
+        """The filtered recipes, each annotated with ``consensus_state`` and
+        ``consensus_badge`` (``RecipeBadge.encode``: state, demo, staleness), so a page of
+        results costs no query per row."""
         queryset = super().filter_queryset(queryset)
-        return queryset.annotate(consensus_state=_state_expression(self.consensus_states))
+        return queryset.annotate(
+            consensus_state=_by_name(
+                {name: badge.state for name, badge in self.consensus_badges.items()}, UNTESTED
+            ),
+            consensus_badge=_by_name(
+                {name: badge.encode() for name, badge in self.consensus_badges.items()}, ""
+            ),
+        )
 
     def facets(self) -> Facets:
         """Each dimension's values with the count of recipes that choosing it would show,
@@ -139,19 +154,20 @@ class RecipeFilter(django_filters.FilterSet):
         ]
 
 
-def _state_expression(states: Mapping[str, str]) -> Case | Value:
-    by_state: dict[str, list[str]] = {}
-    for name, state in states.items():
-        if state != UNTESTED:
-            by_state.setdefault(state, []).append(name)
-    if not by_state:
-        return Value(UNTESTED, output_field=CharField())
+def _by_name(values: Mapping[str, str], default: str) -> Case | Value:
+    """``CASE WHEN name IN (…) THEN value …``: one branch per distinct value."""
+    names_by_value: dict[str, list[str]] = {}
+    for name, value in values.items():
+        if value != default:
+            names_by_value.setdefault(value, []).append(name)
+    if not names_by_value:
+        return Value(default, output_field=CharField())
     return Case(
         *(
-            When(name__in=sorted(names), then=Value(state))
-            for state, names in sorted(by_state.items())
+            When(name__in=sorted(names), then=Value(value))
+            for value, names in sorted(names_by_value.items())
         ),
-        default=Value(UNTESTED),
+        default=Value(default),
         output_field=CharField(),
     )
 

@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.reverse import reverse
 
+from evidence_app import selectors
 from evidence_app.models import Evidence, Signer, SignerClassChange, UploadLog, Verdict
 from evidence_app.services.staleness import StaleReason
 
@@ -52,6 +53,20 @@ class SignerSummarySerializer(serializers.ModelSerializer):
     @extend_schema_field(OpenApiTypes.URI)
     def get_url(self, obj: Signer) -> str:
         return reverse("api:signer-detail", args=[obj.slug], request=self.context.get("request"))
+
+
+class FieldProvenanceSerializer(serializers.Serializer):
+    field = serializers.CharField()
+    value = serializers.CharField()
+    how = serializers.CharField(allow_blank=True, help_text="How it was checked (verified).")
+
+
+class VerifiedFieldsSerializer(serializers.Serializer):
+    """What this site verified (a value it could not establish, e.g. a missing Rekor entry or
+    signed timestamp, is absent) and what the signer only claims."""
+
+    verified = FieldProvenanceSerializer(many=True)
+    claimed = FieldProvenanceSerializer(many=True)
 
 
 class EvidenceListSerializer(serializers.ModelSerializer):
@@ -98,13 +113,14 @@ class EvidenceListSerializer(serializers.ModelSerializer):
     def get_url(self, obj: Evidence) -> str:
         return reverse("api:evidence-detail", args=[obj.pk], request=self.context.get("request"))
 
-    def get_counted(self, obj: Evidence) -> bool:
-        return (
-            obj.verdict == "verified"
-            and obj.withdrawn_at is None
-            and obj.signer.counted
-            and not obj.is_simulated
+    @extend_schema_field(
+        serializers.BooleanField(
+            help_text="Consensus counts it: verified, not withdrawn, a counted signer, not "
+            "simulated (demo evidence counts and says so in `is_demo`)."
         )
+    )
+    def get_counted(self, obj: Evidence) -> bool:
+        return selectors.is_counted(obj)
 
     def get_withdrawn(self, obj: Evidence) -> bool:
         return obj.withdrawn_at is not None
@@ -201,27 +217,14 @@ class EvidenceDetailSerializer(EvidenceListSerializer):
         )
         return f"{url}?catalog={obj.recipe.catalog_id}"
 
-    @extend_schema_field(
-        serializers.DictField(child=serializers.ListField(child=serializers.CharField()))
-    )
-    def get_verified_fields(self, obj: Evidence) -> dict[str, list[str]]:
-        """Which values a verifier established and which the signer merely wrote."""
-        verified = ["sha256", "signer", "integrated_time", "predicate_type", "recipe_digest"]
-        if obj.certificate.get("mode") == "keyless":
-            verified += [
-                "certificate.identity",
-                "certificate.issuer",
-                "certificate.claims",
-                "rekor_log_index",
-            ]
-        if obj.check_results:
-            verified.append("check_results (files match the signed manifest and CTRF digests)")
+    @extend_schema_field(VerifiedFieldsSerializer)
+    def get_verified_fields(self, obj: Evidence) -> dict[str, list[dict[str, str]]]:
+        """Which values this site verified and which the signer merely wrote: the evidence
+        page's lists (``selectors.verified_and_claimed``)."""
+        verified, claimed = selectors.verified_and_claimed(obj)
         return {
-            "verified": verified,
-            "claimed": [
-                "predicate (attestedAt, aicrVersion, fingerprint, criteriaMatch, phases): "
-                "signed by the signer, not checked against a cluster"
-            ],
+            "verified": [item.as_dict() for item in verified],
+            "claimed": [item.as_dict() for item in claimed],
         }
 
 

@@ -49,20 +49,12 @@ from evidence_app.services.signers import SignerDecision
 from evidence_app.services.versions import version_key
 from evidence_app.verification import (
     AicrStatement,
-    BundleError,
     SignatureOutcome,
-    StatementError,
     SummaryBundle,
-    SummaryBundleError,
-    Transcript,
     commands_for,
-    parse_bundle,
-    parse_statement,
-    verify_signature,
 )
-from evidence_app.verification.pipeline import VerificationReport, is_archive
+from evidence_app.verification.pipeline import VerificationReport, verify_evidence
 from evidence_app.verification.signature import EXTRA_POLICY_NAMES
-from evidence_app.verification.summary_bundle import check_summary_files, open_summary_bundle
 from evidence_app.verification.trust import TrustRoot as LoadedRoot
 from recipes_app.models import Catalog, Recipe
 
@@ -134,142 +126,35 @@ def policy_current(allowlist: Any = None) -> VerificationPolicy:
 # --- the verification half -------------------------------------------------------------------
 
 
-@dataclass
-class _Verified:
-    report: VerificationReport
-    verdict: str = ""
-    media_type: str = ""
-    unsigned: bool = False
-
-
-def _verify(data: bytes, *, artifact: bytes | None, policy: VerificationPolicy) -> _Verified:
-    """``verification.pipeline.verify_evidence`` plus the signed artifact (needed for message
-    signatures and checked against DSSE subjects)."""
-    transcript = Transcript()
-    tarball = is_archive(data)
-    report = VerificationReport(transcript=transcript, kind="tarball" if tarball else "bundle")
-    result = _Verified(report=report)
-
-    archive = None
-    detail = ""
-    if tarball:
-        result.media_type = "application/gzip" if data[:2] == b"\x1f\x8b" else "application/x-tar"
-        try:
-            archive = open_summary_bundle(data)
-            bundle_bytes = archive.signed_bundle
-        except SummaryBundleError as exc:
-            transcript.fail("parse", str(exc))
-            return result
-        if bundle_bytes is None:
-            result.unsigned = True
-            transcript.fail(
-                "parse",
-                "unsigned evidence: the archive has no attestation.intoto.jsonl (sign it with "
-                "`aicr evidence publish` or cosign first)",
-            )
-            return result
-        detail = f"tar archive, {len(archive.files)} files in {archive.root or './'}"
-    else:
-        bundle_bytes = data
-    try:
-        parsed = parse_bundle(bundle_bytes)
-    except BundleError as exc:
-        status = "unsupported" if exc.unsupported else "invalid"
-        report.outcome = SignatureOutcome(status=status, detail=str(exc), step="parse")
-        transcript.fail("parse", ("unsupported: " if exc.unsupported else "") + str(exc))
-        return result
-    if not tarball:
-        result.media_type = parsed.media_type or "application/vnd.dsse.envelope.v1+json"
-    kind = "DSSE" if parsed.content == "dsse" else "message signature"
-    material = "certificate" if parsed.has_certificate else "public key"
-    transcript.ok_step(
-        "parse",
-        "; ".join(
-            filter(
-                None,
-                [detail, f"Sigstore bundle {parsed.version or 'envelope'}, {kind}, {material}"],
-            )
-        ),
+def _verify(
+    data: bytes, *, artifact: bytes | None, policy: VerificationPolicy
+) -> VerificationReport:
+    """``verification.pipeline.verify_evidence`` under the site's policy."""
+    return verify_evidence(
+        data,
+        trusted_root=policy.trusted_roots,
+        issuer=policy.issuers,
+        identity_regex=policy.identity_regex,
+        extra_policies=policy.extra_policies or None,
+        public_keys=policy.public_keys,
+        artifact=artifact,
     )
 
-    try:
-        outcome = verify_signature(
-            parsed,
-            trusted_root=policy.trusted_roots,
-            identity_regex=policy.identity_regex,
-            issuer=policy.issuers,
-            extra_policies=policy.extra_policies or None,
-            public_keys=policy.public_keys,
-            artifact=artifact,
-        )
-    except ValueError as exc:
-        # Only configuration can cause this (no enabled trusted root, no accepted issuer).
-        message = str(exc)
-        if "trusted root" in message:
-            message = "no trusted root is enabled for keyless verification"
-        elif "issuer" in message:
-            message = "no OIDC issuer is accepted (EVIDENCE_ACCEPTED_ISSUERS and allowlist empty)"
-        outcome = SignatureOutcome(status="invalid", detail=message, step="signature")
-    report.outcome = outcome
-    if not outcome.ok:
-        if outcome.mode == "key" and "registered" in outcome.detail:
-            count = len(policy.public_keys)
-            detail = (
-                f"no registered key matched: the signature does not verify with any of the "
-                f"{count} active registered key{'s' if count != 1 else ''}"
-                if count
-                else "no registered key matched: no key is registered (key-signed evidence "
-                "counts only with a key a maintainer registered)"
-            )
-        else:
-            detail = ("unsupported: " if outcome.status == "unsupported" else "") + outcome.detail
-        transcript.fail("signature", detail)
-        return result
-    transcript.ok_step("signature", outcome.detail)
 
-    try:
-        statement = parse_statement(outcome.payload, payload_type=outcome.payload_type)
-    except StatementError as exc:
-        transcript.fail("statement", str(exc))
-        return result
-    report.statement = statement
-    transcript.ok_step(
-        "statement",
-        f"{statement.predicate_type}: recipe {statement.recipe_name} "
-        f"sha256:{statement.recipe_digest[:12]}…, "
-        f"attested {statement.attested_at:%Y-%m-%dT%H:%M:%SZ}, AICR {statement.aicr_version}",
-    )
-
-    if archive is not None:
-        try:
-            summary = check_summary_files(archive, statement=statement)
-        except SummaryBundleError as exc:
-            report.statement = None
-            transcript.fail("manifest", str(exc))
-            return result
-        report.summary = summary
-        transcript.ok_step(
-            "manifest",
-            f"{len(summary.manifest)} files match manifest.json; CTRF digests match for "
-            + ", ".join(sorted(summary.ctrf)),
-        )
-    return result
-
-
-def _verdict_of_failure(verified: _Verified) -> str:
-    failed = verified.report.transcript.failed_step
+def _verdict_of_failure(report: VerificationReport) -> str:
+    failed = report.transcript.failed_step
     assert failed is not None
     if failed.step == "parse":
-        if verified.unsigned:
+        if report.unsigned:
             return Verdict.REJECTED
-        outcome = verified.report.outcome
+        outcome = report.outcome
         return (
             Verdict.UNSUPPORTED
             if outcome is not None and outcome.status == "unsupported"
             else Verdict.INVALID
         )
     if failed.step == "signature":
-        outcome = verified.report.outcome
+        outcome = report.outcome
         return (
             Verdict.UNSUPPORTED
             if outcome is not None and outcome.status == "unsupported"
@@ -538,8 +423,7 @@ def evidence_ingest(
 
     allowlist_row, allowlist = signers.allowlist_in_force()
     policy = policy_current(allowlist)
-    verified = _verify(data, artifact=artifact, policy=policy)
-    report = verified.report
+    report = _verify(data, artifact=artifact, policy=policy)
     transcript = report.transcript
     outcome = report.outcome
     # Who signed, once the signature verified (shown even when a later step refuses).
@@ -553,7 +437,7 @@ def evidence_ingest(
         failed = transcript.failed_step
         result = _failure(
             transcript.to_list(),
-            verdict=_verdict_of_failure(verified),
+            verdict=_verdict_of_failure(report),
             step=failed.step if failed else "parse",
             reason=failed.detail if failed else "not verified",
             signer=signer_summary,
@@ -587,7 +471,7 @@ def evidence_ingest(
         "container": Container.OCI
         if oci_ref
         else (Container.SUMMARY_BUNDLE if report.kind == "tarball" else Container.BUNDLE),
-        "media_type": verified.media_type[:100],
+        "media_type": report.media_type[:100],
         "artifact": artifact,
         "oci_ref": oci_ref[:500],
         "verdict": Verdict.VERIFIED,

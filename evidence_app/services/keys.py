@@ -65,6 +65,20 @@ def public_key_inspect(pem: str | bytes) -> KeyInfo:
     return KeyInfo(pem=normal, fingerprint=public_key_fingerprint(key), algorithm=algorithm)
 
 
+def signing_key_check(public_key_pem: str | bytes, *, exclude_pk: int | None = None) -> KeyInfo:
+    """``public_key_inspect`` plus: not registered already (``ValidationError`` otherwise)."""
+    info = public_key_inspect(public_key_pem)
+    duplicate = SigningKey.objects.filter(fingerprint=info.fingerprint)
+    if exclude_pk is not None:
+        duplicate = duplicate.exclude(pk=exclude_pk)
+    if duplicate.exists():
+        raise ValidationError(
+            f"This key is already registered (sha256 {info.fingerprint[:16]}…).",
+            code="duplicate",
+        )
+    return info
+
+
 def signing_key_register(
     *,
     name: str,
@@ -73,12 +87,7 @@ def signing_key_register(
     is_demo: bool = False,
 ) -> SigningKey:
     """Register a public key (fingerprint and algorithm computed)."""
-    info = public_key_inspect(public_key_pem)
-    if SigningKey.objects.filter(fingerprint=info.fingerprint).exists():
-        raise ValidationError(
-            f"This key is already registered (sha256 {info.fingerprint[:16]}…).",
-            code="duplicate",
-        )
+    info = signing_key_check(public_key_pem)
     key = SigningKey(
         name=name,
         public_key_pem=info.pem,

@@ -10,7 +10,9 @@
   ``EVIDENCE_OCI_ALLOW_LOOPBACK_HTTP`` is on. Every address it connects to (redirects and token
   realms included) must be public, unless the registry is listed in
   ``EVIDENCE_OCI_ALLOWED_REGISTRIES`` (then only listed registries are pulled from) or is
-  loopback with the setting on. No proxies from the environment are used.
+  loopback with the setting on. The connection goes to the very address that was checked (no
+  second DNS lookup: a name cannot be re-bound to an internal address in between), with the
+  name in the Host header and for TLS (SNI, certificate). No proxies from the environment.
 * The manifest's sha256 must equal the pinned digest and the layer's sha256 its descriptor's:
   the registry is not trusted for content. Sizes are capped by ``EVIDENCE_MAX_UPLOAD_BYTES``.
 * The evidence layer is the one with a Sigstore bundle media type (or a ``*.sigstore.json`` /
@@ -21,6 +23,7 @@
 from __future__ import annotations
 
 import hashlib
+import http.client
 import ipaddress
 import logging
 import re
@@ -29,11 +32,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from evidence_app.models import UploadLog, UploadState, Verdict
@@ -47,6 +51,8 @@ MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 MAX_TOKEN_BYTES = 64 * 1024
 MAX_REDIRECTS = 5
 MAX_ATTEMPTS = 3
+# How long a worker's claim on an upload stands before another may take it over.
+DEFAULT_LEASE_SECONDS = 15 * 60
 USER_AGENT = "aicr-validation-dashboard (evidence ingest)"
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -169,24 +175,103 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # redirects are followed by hand, each destination checked
 
 
-_opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+@dataclass(frozen=True)
+class _Address:
+    """One checked address of a host: what the connection must use (no second lookup)."""
+
+    family: int
+    sockaddr: tuple[Any, ...]
+
+
+def _pinned_connect(address: _Address, timeout: Any, source_address: Any = None) -> socket.socket:
+    """A TCP connection to exactly ``address`` — never a fresh DNS answer, so a name that
+    resolved to a public address at check time cannot be re-bound to an internal one."""
+    sock = socket.socket(address.family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        if timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:  # type: ignore[attr-defined]
+            sock.settimeout(timeout)
+        if source_address:
+            sock.bind(source_address)
+        sock.connect(address.sockaddr)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _pin(connection: http.client.HTTPConnection, address: _Address) -> None:
+    # http.client connects through ``self._create_connection`` (HTTPS wraps that socket with
+    # SNI and certificate checks for ``self.host``, the name; the Host header is the name too).
+    def create(_address: Any, timeout: Any = None, source_address: Any = None) -> socket.socket:
+        return _pinned_connect(address, timeout, source_address)
+
+    connection._create_connection = create  # type: ignore[attr-defined]
+
+
+class _PinnedHTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, address: _Address) -> None:
+        super().__init__()
+        self._address = address
+
+    def http_open(self, req: urllib.request.Request) -> Any:
+        def connection(host: str, **kwargs: Any) -> http.client.HTTPConnection:
+            conn = http.client.HTTPConnection(host, **kwargs)
+            _pin(conn, self._address)
+            return conn
+
+        return self.do_open(connection, req)
+
+
+class _PinnedHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, address: _Address) -> None:
+        super().__init__()
+        self._address = address
+
+    def https_open(self, req: urllib.request.Request) -> Any:
+        def connection(host: str, **kwargs: Any) -> http.client.HTTPSConnection:
+            conn = http.client.HTTPSConnection(host, **kwargs)
+            _pin(conn, self._address)
+            return conn
+
+        return self.do_open(connection, req, context=self._context)
+
+
+def _opener_for(address: _Address) -> urllib.request.OpenerDirector:
+    """No proxies from the environment, no automatic redirects, connections pinned."""
+    return urllib.request.build_opener(
+        urllib.request.ProxyHandler({}),
+        _NoRedirect(),
+        _PinnedHTTPHandler(address),
+        _PinnedHTTPSHandler(address),
+    )
 
 
 def _is_loopback_host(host: str) -> bool:
     return host in ("localhost", "127.0.0.1", "::1") or host.startswith("127.")
 
 
-def _check_destination(url: str, *, registry: OciRef) -> None:
+def _check_destination(url: str, *, registry: OciRef) -> _Address:
+    """Resolve the URL's host once, refuse it unless permitted, and return the address to
+    connect to (the connection uses it, not another lookup)."""
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname or ""
     if parts.scheme not in ("https", "http"):
         raise OciError(f"refusing to follow a {parts.scheme or 'relative'} URL from the registry")
     loopback_ok = bool(getattr(settings, "EVIDENCE_OCI_ALLOW_LOOPBACK_HTTP", False))
     try:
-        infos = socket.getaddrinfo(host, parts.port or (443 if parts.scheme == "https" else 80))
+        infos = socket.getaddrinfo(
+            host,
+            parts.port or (443 if parts.scheme == "https" else 80),
+            type=socket.SOCK_STREAM,
+            proto=socket.IPPROTO_TCP,
+        )
     except (socket.gaierror, UnicodeError) as exc:
         raise OciError(f"registry host {host} cannot be resolved ({exc})") from None
-    addresses = {ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos}
+    infos = [info for info in infos if info[0] in (socket.AF_INET, socket.AF_INET6)]
+    if not infos:
+        raise OciError(f"registry host {host} has no IP address")
+    addresses = {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos}
+    chosen = _Address(family=infos[0][0], sockaddr=tuple(infos[0][4]))
     loopback = all(a.is_loopback for a in addresses)
     if parts.scheme == "http" and not (loopback and loopback_ok):
         raise OciError(
@@ -196,12 +281,13 @@ def _check_destination(url: str, *, registry: OciRef) -> None:
     if loopback:
         if not loopback_ok:
             raise OciError(f"refusing to pull from the loopback address {host}")
-        return
+        return chosen
     allowed = [r.lower() for r in getattr(settings, "EVIDENCE_OCI_ALLOWED_REGISTRIES", [])]
     if allowed and host == registry.host:
-        return  # an operator-listed registry, wherever it resolves
+        return chosen  # an operator-listed registry, wherever it resolves
     if any(not a.is_global for a in addresses):
         raise OciError(f"refusing to connect to {host}: it resolves to a non-public address")
+    return chosen
 
 
 def _scheme(ref: OciRef) -> str:
@@ -224,10 +310,10 @@ def _read(response: Any, limit: int, what: str) -> bytes:
 
 
 def _open(url: str, *, ref: OciRef, headers: dict[str, str]) -> Any:
-    _check_destination(url, registry=ref)
+    address = _check_destination(url, registry=ref)
     request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **headers})  # noqa: S310 - scheme checked above
     try:
-        return _opener.open(request, timeout=_timeout())
+        return _opener_for(address).open(request, timeout=_timeout())
     except urllib.error.HTTPError as exc:
         return exc
     except (urllib.error.URLError, OSError) as exc:
@@ -459,22 +545,48 @@ def oci_upload_request(*, oci_ref: str, user: Any) -> UploadLog:
     return log
 
 
+class LeaseHeld(Exception):
+    """Another worker claimed this upload less than a lease ago (it may still be pulling)."""
+
+    def __init__(self, upload_id: int, retry_in: float) -> None:
+        super().__init__(f"upload {upload_id} is being processed; retry in {retry_in:.0f}s")
+        self.retry_in = retry_in
+
+
+def lease_seconds() -> float:
+    return float(getattr(settings, "EVIDENCE_OCI_LEASE_SECONDS", DEFAULT_LEASE_SECONDS))
+
+
 def oci_upload_process(*, upload_id: int) -> UploadLog | None:
-    """Pull and ingest a pending OCI upload (idempotent: a finished one is left alone)."""
-    # Claim: a redelivered task (worker restart, acks_late) may find it running; attempts cap
-    # a reference that keeps killing workers.
-    claimed = UploadLog.objects.filter(
-        pk=upload_id,
-        state__in=(UploadState.PENDING, UploadState.RUNNING),
-        attempts__lt=MAX_ATTEMPTS,
-    ).update(state=UploadState.RUNNING, attempts=F("attempts") + 1)
+    """Pull and ingest a pending OCI upload (idempotent: a finished one is left alone).
+
+    A worker claims the row (``running``, ``claimed_at``) for a lease of
+    ``EVIDENCE_OCI_LEASE_SECONDS``. A redelivered task (worker restart, ``acks_late``) that finds
+    it running under a live lease raises ``LeaseHeld`` instead of pulling alongside the
+    original; once the lease has expired the original is presumed dead and the row is claimed
+    again. ``MAX_ATTEMPTS`` caps a reference that keeps killing workers."""
+    now = timezone.now()
+    expired = now - timedelta(seconds=lease_seconds())
+    claimable = Q(state=UploadState.PENDING) | Q(
+        Q(claimed_at__isnull=True) | Q(claimed_at__lt=expired), state=UploadState.RUNNING
+    )
+    claimed = UploadLog.objects.filter(claimable, pk=upload_id, attempts__lt=MAX_ATTEMPTS).update(
+        state=UploadState.RUNNING, attempts=F("attempts") + 1, claimed_at=now
+    )
     log = UploadLog.objects.select_related("user").filter(pk=upload_id).first()
     if log is None:
         return None
     if not claimed:
-        if log.state != UploadState.DONE:
-            return _refused(log, f"gave up after {log.attempts} attempts", Verdict.REJECTED)
-        return log
+        if log.state == UploadState.DONE:
+            return log
+        if (
+            log.state == UploadState.RUNNING
+            and log.claimed_at is not None
+            and log.claimed_at >= expired
+        ):
+            remaining = (log.claimed_at - expired).total_seconds()
+            raise LeaseHeld(upload_id, max(remaining, 1.0))
+        return _refused(log, f"gave up after {log.attempts} attempts", Verdict.REJECTED)
     try:
         ref = parse_oci_ref(log.oci_ref)
         registry_permitted(ref)

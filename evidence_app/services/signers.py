@@ -129,9 +129,14 @@ class SignerDecision:
     def detail(self) -> str:
         if self.kind == SignerKind.KEY:
             assert self.key is not None
+            demo = (
+                "signed with a demo key (its private key is public): labelled demo; "
+                if self.key.is_demo
+                else ""
+            )
             return (
                 f"registered key {self.key.name!r} (sha256 {self.key.fingerprint[:16]}…): "
-                "class registered-key, counted"
+                f"{demo}class registered-key, counted"
             )
         if self.counted:
             return f"{self.signer_class} signer {self.label!r} on the allowlist: counted"

@@ -6,7 +6,8 @@ Reasons (codes, in display order):
                                 recipe name (or the recipe left the catalog);
 ``older-than-30-days``          ``attestedAt`` is more than ``EVIDENCE_STALE_AFTER_DAYS`` ago;
 ``aicr-outdated``               made with an older AICR version than the newest seen for the recipe
-                                among verified evidence, or than the current catalog's (Go semver
+                                among counted evidence (verified, counted signer, not simulated,
+                                not withdrawn), or than the current catalog's (Go semver
                                 order, as AICR sorts versions);
 ``validator-catalog-outdated``  ``validatorCatalogVersion`` is older than the current catalog's
                                 ``validators/catalog.yaml`` ``metadata.version``;
@@ -34,7 +35,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from evidence_app.corroborate.versions import compare
-from evidence_app.models import Evidence, SignerClassChange, Verdict
+from evidence_app.models import Evidence, SignerClassChange
 from evidence_app.services.versions import INVALID_KEY, version_key
 from recipes_app.models import Catalog, Recipe
 
@@ -250,9 +251,10 @@ def staleness_context(
         )
     by_recipe: dict[str, set[str]] = {}
     for name, version in (
-        Evidence.objects.filter(
-            recipe_name__in=names, verdict=Verdict.VERIFIED, withdrawn_at__isnull=True
-        )
+        # Only evidence that counts sets the bar: an unallowlisted signer (or a simulated run)
+        # claiming AICR v99 must not make everyone else's evidence outdated.
+        Evidence.objects.counted()
+        .filter(recipe_name__in=names)
         .order_by()
         .values_list("recipe_name", "aicr_version")
         .distinct()
@@ -285,11 +287,8 @@ def stale_q(*, now: datetime | None = None) -> tuple[dict[str, object], Q]:
     now = now or timezone.now()
     catalog = Catalog.objects.current()
     newest = (
-        Evidence.objects.filter(
-            recipe_name=OuterRef("recipe_name"),
-            verdict=Verdict.VERIFIED,
-            withdrawn_at__isnull=True,
-        )
+        Evidence.objects.counted()
+        .filter(recipe_name=OuterRef("recipe_name"))
         .order_by()
         .values("recipe_name")
         .annotate(newest=Max("aicr_version_key"))

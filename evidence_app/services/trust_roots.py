@@ -54,6 +54,44 @@ def trust_root_add(
     return root
 
 
+class ProductionRootProtected(ValidationError):
+    """The vendored production root is not edited or deleted by hand."""
+
+
+def trust_root_update(
+    *,
+    root: TrustRoot,
+    name: str,
+    trusted_root_json: str,
+    accepted_issuers: str = "",
+    enabled: bool = True,
+) -> TrustRoot:
+    """Change a private trusted root (re-loaded once); the production root is refused."""
+    if root.pk is not None and TrustRoot.objects.filter(pk=root.pk, is_production=True).exists():
+        raise ProductionRootProtected(
+            "The production trusted root cannot be edited.", code="production_root"
+        )
+    loaded = trust_root_check(name=name, trusted_root_json=trusted_root_json)
+    root.name = name
+    root.trusted_root_json = trusted_root_json
+    root.sha256 = hashlib.sha256(trusted_root_json.encode()).hexdigest()
+    root.is_production = loaded.production
+    root.accepted_issuers = accepted_issuers
+    root.enabled = enabled
+    root.full_clean()
+    root.save()
+    return root
+
+
+def trust_root_delete(*, root: TrustRoot) -> None:
+    """Delete a private trusted root; the production root is refused."""
+    if root.is_production:
+        raise ProductionRootProtected(
+            "The production trusted root cannot be deleted.", code="production_root"
+        )
+    root.delete()
+
+
 @transaction.atomic
 def production_root_ensure() -> TrustRoot:
     """The production root row, created from the vendored file if missing (idempotent)."""

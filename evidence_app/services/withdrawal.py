@@ -11,7 +11,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from evidence_app.models import Evidence, Role
+from evidence_app import permissions
+from evidence_app.models import Evidence
 
 MAX_REASON = 1000
 
@@ -27,14 +28,7 @@ class WithdrawalError(Exception):
 
 
 def can_withdraw(*, evidence: Evidence, user: Any, roles: set[str]) -> bool:
-    if Role.MAINTAINER in roles:
-        return True
-    return (
-        Role.CONTRIBUTOR in roles
-        and user is not None
-        and evidence.uploaded_by_id is not None
-        and evidence.uploaded_by_id == getattr(user, "pk", None)
-    )
+    return permissions.can_withdraw(user, evidence, roles=roles)
 
 
 @transaction.atomic

@@ -11,7 +11,8 @@ from typing import Any
 
 from django import template
 
-from evidence_app.selectors import STATE_DESCRIPTIONS
+from evidence_app.models import Evidence
+from evidence_app.selectors import STATE_DESCRIPTIONS, RecipeBadge, is_counted
 
 register = template.Library()
 
@@ -57,3 +58,16 @@ def reasons_for(stale: Mapping[int, Any] | None, pk: int) -> Any:
 @register.filter
 def step_mark(ok: bool) -> str:
     return "✓" if ok else "✗"
+
+
+@register.filter
+def counts(evidence: Evidence) -> bool:
+    """Whether consensus counts this evidence row (``selectors.is_counted``)."""
+    return is_counted(evidence)
+
+
+@register.filter
+def recipe_badge(recipe: Any) -> RecipeBadge:
+    """A listed recipe's badge (state, demo, staleness) from the list query's annotations."""
+    state = getattr(recipe, "consensus_state", None) or "UNTESTED"
+    return RecipeBadge.decode(getattr(recipe, "consensus_badge", ""), state=state)

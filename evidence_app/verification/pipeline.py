@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .bundle import BundleError, ParsedBundle, parse_bundle
@@ -24,6 +25,10 @@ from .summary_bundle import (
 from .transcript import Transcript
 from .trust import TrustRoot
 
+# How far in the future ``attestedAt`` may be (clock skew between the signer and this site, or
+# between the signer and the transparency log).
+ATTESTED_AT_SKEW = timedelta(minutes=5)
+
 
 @dataclass
 class VerificationReport:
@@ -32,6 +37,8 @@ class VerificationReport:
     outcome: SignatureOutcome | None = None
     statement: AicrStatement | None = None
     summary: SummaryBundle | None = None
+    media_type: str = ""  # of the uploaded bytes
+    unsigned: bool = False  # an evidence directory without a signed attestation
 
     @property
     def status(self) -> str:
@@ -45,6 +52,40 @@ def is_archive(data: bytes) -> bool:
     return data[:2] == b"\x1f\x8b" or (len(data) >= 262 and data[257:262] == b"ustar")
 
 
+def _signature_failure(outcome: SignatureOutcome, key_count: int | None) -> str:
+    if outcome.mode == "key" and "registered" in outcome.detail and key_count is not None:
+        if not key_count:
+            return (
+                "no registered key matched: no key is registered (key-signed evidence counts "
+                "only with a key a maintainer registered)"
+            )
+        plural = "s" if key_count != 1 else ""
+        return (
+            "no registered key matched: the signature does not verify with any of the "
+            f"{key_count} active registered key{plural}"
+        )
+    return ("unsupported: " if outcome.status == "unsupported" else "") + outcome.detail
+
+
+def _future_attestation(statement: AicrStatement, outcome: SignatureOutcome, now: datetime) -> str:
+    """Why ``attestedAt`` cannot be true (later than now, or than the log's integration time,
+    beyond the allowed skew); "" when it is plausible."""
+    attested = statement.attested_at
+    stamp = f"{attested:%Y-%m-%dT%H:%M:%SZ}"
+    if attested > now + ATTESTED_AT_SKEW:
+        return (
+            f"attestedAt {stamp} is in the future (now {now:%Y-%m-%dT%H:%M:%SZ}; allowed clock "
+            f"skew {int(ATTESTED_AT_SKEW.total_seconds() // 60)} minutes)"
+        )
+    integrated = outcome.signer.integrated_time if outcome.signer is not None else None
+    if integrated is not None and attested > integrated + ATTESTED_AT_SKEW:
+        return (
+            f"attestedAt {stamp} is later than the Rekor integrated time "
+            f"{integrated:%Y-%m-%dT%H:%M:%SZ}: the statement claims a time after it was logged"
+        )
+    return ""
+
+
 def verify_evidence(
     data: bytes,
     *,
@@ -55,13 +96,18 @@ def verify_evidence(
     extra_policies: Mapping[str, str] | Iterable[Any] | None = None,
     public_keys: Sequence[bytes | str] | Mapping[str, bytes | str] = (),
     allow_artifact_subject: bool = False,
+    artifact: bytes | None = None,
+    now: datetime | None = None,
 ) -> VerificationReport:
+    """Verify ``data``; ``artifact``: the signed file, for a message signature (and checked
+    against a DSSE statement's subject). ``now``: the clock ``attestedAt`` is checked against."""
     transcript = Transcript()
     tarball = is_archive(data)
     report = VerificationReport(transcript=transcript, kind="tarball" if tarball else "bundle")
 
     archive = None
     if tarball:
+        report.media_type = "application/gzip" if data[:2] == b"\x1f\x8b" else "application/x-tar"
         try:
             archive = open_summary_bundle(data)
             bundle_bytes = archive.signed_bundle
@@ -69,8 +115,11 @@ def verify_evidence(
             transcript.fail("parse", str(exc))
             return report
         if bundle_bytes is None:
+            report.unsigned = True
             transcript.fail(
-                "parse", "unsigned evidence: the archive has no attestation.intoto.jsonl"
+                "parse",
+                "unsigned evidence: the archive has no attestation.intoto.jsonl (sign it with "
+                "`aicr evidence publish` or cosign first)",
             )
             return report
         detail = f"tar archive, {len(archive.files)} files in {archive.root or './'}"
@@ -86,6 +135,8 @@ def verify_evidence(
         )
         transcript.fail("parse", status + str(exc))
         return report
+    if not tarball:
+        report.media_type = parsed.media_type or "application/vnd.dsse.envelope.v1+json"
     kind = "DSSE" if parsed.content == "dsse" else "message signature"
     material = "certificate" if parsed.has_certificate else "public key"
     transcript.ok_step(
@@ -98,19 +149,29 @@ def verify_evidence(
         ),
     )
 
-    outcome = verify_signature(
-        parsed,
-        trusted_root=trusted_root,
-        identity=identity,
-        identity_regex=identity_regex,
-        issuer=issuer,
-        extra_policies=extra_policies,
-        public_keys=public_keys,
-    )
+    try:
+        outcome = verify_signature(
+            parsed,
+            trusted_root=trusted_root,
+            identity=identity,
+            identity_regex=identity_regex,
+            issuer=issuer,
+            extra_policies=extra_policies or None,
+            public_keys=public_keys,
+            artifact=artifact,
+        )
+    except ValueError as exc:
+        # Only configuration can cause this (no enabled trusted root, no accepted issuer).
+        message = str(exc)
+        if "trusted root" in message:
+            message = "no trusted root is enabled for keyless verification"
+        elif "issuer" in message:
+            message = "no OIDC issuer is accepted (EVIDENCE_ACCEPTED_ISSUERS and allowlist empty)"
+        outcome = SignatureOutcome(status="invalid", detail=message, step="signature")
     report.outcome = outcome
     if not outcome.ok:
-        prefix = "unsupported: " if outcome.status == "unsupported" else ""
-        transcript.fail("signature", prefix + outcome.detail)
+        key_count = len(public_keys) if public_keys is not None else None
+        transcript.fail("signature", _signature_failure(outcome, key_count))
         return report
     transcript.ok_step("signature", outcome.detail)
 
@@ -123,12 +184,16 @@ def verify_evidence(
     except StatementError as exc:
         transcript.fail("statement", str(exc))
         return report
+    future = _future_attestation(statement, outcome, now or datetime.now(UTC))
+    if future:
+        transcript.fail("statement", future)
+        return report
     report.statement = statement
     transcript.ok_step(
         "statement",
         f"{statement.predicate_type}: recipe {statement.recipe_name} "
         f"sha256:{statement.recipe_digest[:12]}…, "
-        f"attested {statement.attested_at:%Y-%m-%dT%H:%M:%SZ}",
+        f"attested {statement.attested_at:%Y-%m-%dT%H:%M:%SZ}, AICR {statement.aicr_version}",
     )
 
     if archive is not None:

@@ -10,7 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from evidence_app import selectors as evidence_selectors
-from evidence_app.corroborate import UNTESTED
+from evidence_app.selectors import RecipeBadge
 from recipes_app import selectors
 from recipes_app.models import PHASES, Catalog, Recipe
 
@@ -33,14 +33,42 @@ class CatalogSummarySerializer(serializers.ModelSerializer):
         fields = ["id", "aicr_version", "content_digest", "imported_at"]
 
 
-def recipe_api_url(recipe: Recipe, request: Any, suffix: str = "") -> str:
-    url = reverse("api:recipe-detail", kwargs={"name": recipe.name}) + suffix
+def current_catalog_id(context: dict[str, Any]) -> int | None:
+    """The current catalog's id: from the context when the view knew it, else read once per
+    response (a list's rows share their root serializer's context)."""
+    if "current_catalog_id" not in context:
+        context["current_catalog_id"] = (
+            Catalog.objects.newest_first().values_list("pk", flat=True).first()
+        )
+    return context["current_catalog_id"]
+
+
+def recipe_link(recipe: Recipe, request: Any, kind: str, *, pin: bool) -> str:
+    """The one way this API links a recipe: ``api`` (this API), ``html`` (the site's page) or
+    ``yaml`` (its canonical YAML); ``pin`` adds ``?catalog=<id>``, which a recipe of an
+    earlier catalog version needs (without it the link names the current one's)."""
+    if kind == "yaml":
+        url = selectors.resolved_yaml_url(recipe, pin_catalog=pin)
+    else:
+        view = "api:recipe-detail" if kind == "api" else "recipes:detail"
+        url = reverse(view, kwargs={"name": recipe.name})
+        if pin:
+            url += "?" + urlencode({"catalog": recipe.catalog_id})
     return request.build_absolute_uri(url) if request is not None else url
 
 
-def recipe_html_url(recipe: Recipe, request: Any) -> str:
-    url = reverse("recipes:detail", kwargs={"name": recipe.name})
-    return request.build_absolute_uri(url) if request is not None else url
+class ConsensusStaleSerializer(serializers.Serializer):
+    """How many of the counted runs behind the state are stale, and why."""
+
+    stale = serializers.BooleanField()
+    counted_runs = serializers.IntegerField()
+    stale_runs = serializers.IntegerField()
+    reasons = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="Stale reason code → number of counted runs with it "
+        "(recipe-changed, older-than-30-days, aicr-outdated, …).",
+    )
+    summary = serializers.CharField(help_text='e.g. "2 of 3 counted runs stale"; "" if none.')
 
 
 class RecipeListSerializer(serializers.ModelSerializer):
@@ -49,8 +77,14 @@ class RecipeListSerializer(serializers.ModelSerializer):
     criteria = serializers.SerializerMethodField()
     consensus = serializers.SerializerMethodField(
         help_text="Recipe-level consensus over signed evidence, AICR's rules, each signer's "
-        "latest run: CONFIRMED, SINGLE, PARTIAL, CONTESTED, FAILING or UNTESTED."
+        "latest run: CONFIRMED, SINGLE, PARTIAL, CONTESTED, FAILING or UNTESTED. Only counted "
+        "signers' runs decide it (reported and simulated ones never change it)."
     )
+    consensus_includes_demo = serializers.SerializerMethodField(
+        help_text="The state rests on evidence signed with a demo key (labelled DEMO on the "
+        "site): it shows how the site works, it is not a real validation."
+    )
+    consensus_stale = serializers.SerializerMethodField()
     url = serializers.SerializerMethodField(help_text="This recipe in the API.")
     html_url = serializers.SerializerMethodField(help_text="This recipe's page on the site.")
 
@@ -67,6 +101,8 @@ class RecipeListSerializer(serializers.ModelSerializer):
             "check_count",
             "change",
             "consensus",
+            "consensus_includes_demo",
+            "consensus_stale",
             "url",
             "html_url",
         ]
@@ -75,20 +111,37 @@ class RecipeListSerializer(serializers.ModelSerializer):
     def get_criteria(self, recipe: Recipe) -> dict[str, str]:
         return recipe.criteria
 
+    def _badge(self, recipe: Recipe) -> RecipeBadge:
+        # Listed recipes carry it (RecipeFilter annotates them); one recipe has its grid.
+        if hasattr(recipe, "consensus_state"):
+            return RecipeBadge.decode(
+                getattr(recipe, "consensus_badge", ""), state=recipe.consensus_state
+            )
+        grid = self.context.get("consensus_grid")
+        return grid.consensus.badge if grid is not None else RecipeBadge.decode(None)
+
     @extend_schema_field(CONSENSUS_FIELD)
     def get_consensus(self, recipe: Recipe) -> str:
-        # Listed recipes carry it (RecipeFilter annotates them); one recipe has its grid.
-        state = getattr(recipe, "consensus_state", None)
-        if state is None:
-            grid = self.context.get("consensus_grid")
-            state = grid.state if grid is not None else UNTESTED
-        return state
+        return self._badge(recipe).state
 
+    @extend_schema_field(serializers.BooleanField())
+    def get_consensus_includes_demo(self, recipe: Recipe) -> bool:
+        return self._badge(recipe).includes_demo
+
+    @extend_schema_field(ConsensusStaleSerializer)
+    def get_consensus_stale(self, recipe: Recipe) -> dict[str, Any]:
+        return self._badge(recipe).stale.as_dict()
+
+    def _pin(self, recipe: Recipe) -> bool:
+        return recipe.catalog_id != current_catalog_id(self.context)
+
+    @extend_schema_field(serializers.URLField())
     def get_url(self, recipe: Recipe) -> str:
-        return recipe_api_url(recipe, self.context.get("request"))
+        return recipe_link(recipe, self.context.get("request"), "api", pin=self._pin(recipe))
 
+    @extend_schema_field(serializers.URLField())
     def get_html_url(self, recipe: Recipe) -> str:
-        return recipe_html_url(recipe, self.context.get("request"))
+        return recipe_link(recipe, self.context.get("request"), "html", pin=self._pin(recipe))
 
 
 class ComponentSerializer(serializers.Serializer):
@@ -137,6 +190,11 @@ class EvidenceSummarySerializer(serializers.Serializer):
         child=serializers.CharField(),
         help_text="deployment, conformance, performance → state (PARTIAL possible).",
     )
+    phase_includes_demo = serializers.DictField(
+        child=serializers.BooleanField(),
+        help_text="deployment, conformance, performance → the phase's state rests on "
+        "evidence signed with a demo key.",
+    )
     checks = serializers.DictField(
         child=serializers.IntegerField(),
         help_text="Rows per state: contested, failing, confirmed, single, untested.",
@@ -145,7 +203,7 @@ class EvidenceSummarySerializer(serializers.Serializer):
     reported_signers = serializers.IntegerField()
     simulated_signers = serializers.IntegerField()
     evidence_count = serializers.IntegerField(help_text="Every record, withdrawn included.")
-    withdrawn_count = serializers.IntegerField()
+    withdrawn_count = serializers.IntegerField(help_text="Every withdrawn record.")
     aicr_versions = serializers.ListField(
         child=serializers.CharField(), help_text="The AICR-version lens, newest first."
     )
@@ -157,6 +215,7 @@ def evidence_summary(grid: evidence_selectors.ConsensusGrid, request: Any) -> di
     url = reverse("api:evidence-list") + "?" + urlencode({"recipe": grid.recipe_name})
     return {
         "phase_rollup": grid.phase_rollup,
+        "phase_includes_demo": {phase.phase: phase.demo for phase in grid.phases},
         "checks": {
             "contested": rollup.contested,
             "failing": rollup.failing,
@@ -168,7 +227,7 @@ def evidence_summary(grid: evidence_selectors.ConsensusGrid, request: Any) -> di
         "reported_signers": len(grid.reported_columns),
         "simulated_signers": len(grid.simulated_columns),
         "evidence_count": grid.evidence_count,
-        "withdrawn_count": len(grid.withdrawn),
+        "withdrawn_count": grid.withdrawn_count,
         "aicr_versions": [option.value for option in grid.lens_options if option.value],
         "evidence_url": request.build_absolute_uri(url) if request is not None else url,
     }
@@ -218,6 +277,8 @@ class RecipeDetailSerializer(RecipeListSerializer):
             "catalog",
             "aicr_command",
             "consensus",
+            "consensus_includes_demo",
+            "consensus_stale",
             "evidence_summary",
             "url",
             "html_url",
@@ -237,8 +298,9 @@ class RecipeDetailSerializer(RecipeListSerializer):
     def get_aicr_command(self, recipe: Recipe) -> str:
         return selectors.aicr_recipe_command(recipe)
 
+    @extend_schema_field(serializers.URLField())
     def get_resolved_yaml_url(self, recipe: Recipe) -> str:
-        return recipe_api_url(recipe, self.context.get("request"), "resolved.yaml")
+        return recipe_link(recipe, self.context.get("request"), "yaml", pin=self._pin(recipe))
 
 
 class FilterErrorSerializer(serializers.Serializer):

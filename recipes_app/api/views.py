@@ -132,6 +132,9 @@ class RecipeFilterBackend(DjangoFilterBackend):
                     ],
                 }
             )
+        if filterset.data.get("catalog") in (None, "") and filterset.catalog_version is not None:
+            # The default catalog version is the current one: links need no lookup of it.
+            view.current_catalog_id = filterset.catalog_version.pk
         return filterset.qs
 
 
@@ -172,6 +175,8 @@ class RecipeViewSet(viewsets.ReadOnlyModelViewSet):
     filter_backends = [RecipeFilterBackend]
     filterset_class = RecipeFilter
     pagination_class = RecipePagination
+    # Set by RecipeFilterBackend when the list is of the current catalog (links need it).
+    current_catalog_id: int | None = None
 
     def get_queryset(self) -> QuerySet[Recipe]:
         # RecipeFilter narrows this to the catalog version; only the row's own columns load.
@@ -183,8 +188,16 @@ class RecipeViewSet(viewsets.ReadOnlyModelViewSet):
     def get_object(self) -> Recipe:
         return _recipe_or_404(self.request, self.kwargs["name"])
 
+    def get_serializer_context(self) -> dict[str, Any]:
+        context = super().get_serializer_context()
+        if self.current_catalog_id is not None:
+            context["current_catalog_id"] = self.current_catalog_id
+        return context
+
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         recipe = self.get_object()
+        if not request.query_params.get("catalog"):
+            self.current_catalog_id = recipe.catalog_id  # the default is the current one
         context = self.get_serializer_context()
         context["consensus_grid"] = evidence_selectors.consensus_grid(recipe=recipe)
         return Response(RecipeDetailSerializer(recipe, context=context).data)

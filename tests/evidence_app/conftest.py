@@ -28,6 +28,15 @@ BUNDLE_MEDIA_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 EMPTY_ALLOWLIST = "schemaVersion: 1.0.0\nfirstParty: []\ncommunity: []\npartner: []\n"
 
 
+@pytest.fixture(autouse=True)
+def _no_upload_throttle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests upload freely (the throttle's counts would otherwise carry across tests sharing a
+    cache); ``test_permissions.py`` checks the throttle itself."""
+    from evidence_app.auth import EvidenceUploadThrottle
+
+    monkeypatch.setattr(EvidenceUploadThrottle, "THROTTLE_RATES", {"evidence-upload": None})
+
+
 @pytest.fixture
 def evidence_db(db: None) -> None:
     """The rows migration 0002 seeds (gone after a transactional test flushed them)."""

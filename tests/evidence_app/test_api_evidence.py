@@ -16,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from openapi_core import OpenAPI
 from openapi_core.contrib.django import DjangoOpenAPIRequest, DjangoOpenAPIResponse
 
+from evidence_app import selectors
 from evidence_app.models import Evidence, SignerClass, TrustRoot, UploadLog
 from evidence_app.services.signers import allowlist_publish
 from recipes_app.models import Recipe
@@ -207,6 +208,9 @@ def test_it_lists_and_filters_evidence(client: Client, example_recipe: Recipe) -
 
 def test_it_lists_in_a_constant_number_of_queries(client: Client, example_recipe: Recipe) -> None:
     EvidenceFactory.create_batch(2, recipe=example_recipe)
+    # Warm the per-process caches (parsed validator catalog) so both measured requests
+    # start from the same state, whichever tests ran before this one.
+    client.get("/api/v1/evidence/")
     with CaptureQueriesContext(connection) as few:
         assert client.get("/api/v1/evidence/").status_code == 200
     EvidenceFactory.create_batch(20, recipe=example_recipe)
@@ -246,6 +250,37 @@ def test_it_shows_one_piece_of_evidence_in_full(
     assert body["withdrawal"] is None
     assert body["bundle_url"] == f"http://testserver/api/v1/evidence/{evidence_id}/bundle"
     assert client.get("/api/v1/evidence/999999/").status_code == 404
+
+
+def test_it_gives_the_evidence_pages_verified_and_claimed_fields(
+    client: Client, example_recipe: Recipe
+) -> None:
+    """One source for both (``selectors.verified_and_claimed``); a missing Rekor entry or
+    signed timestamp is never listed as verified."""
+    bare = EvidenceFactory(recipe=example_recipe, rekor_log_index=None, integrated_time=None)
+    logged = EvidenceFactory(
+        recipe=example_recipe,
+        rekor_log_index=12345,
+        integrated_time=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+    )
+
+    def fields(evidence: Evidence) -> dict[str, list[dict[str, str]]]:
+        return client.get(f"/api/v1/evidence/{evidence.pk}/").json()["verified_fields"]
+
+    bare_fields, logged_fields = fields(bare), fields(logged)
+
+    for evidence, got in ((bare, bare_fields), (logged, logged_fields)):
+        verified, claimed = selectors.verified_and_claimed(evidence)
+        assert got == {
+            "verified": [item.as_dict() for item in verified],
+            "claimed": [item.as_dict() for item in claimed],
+        }
+    bare_names = {item["field"] for item in bare_fields["verified"]}
+    assert {"Rekor log index", "Signed at"}.isdisjoint(bare_names)
+    assert "Bundle sha256" in bare_names
+    logged_verified = {item["field"]: item["value"] for item in logged_fields["verified"]}
+    assert logged_verified["Rekor log index"] == "12345"
+    assert logged_verified["Signed at"] == "2026-01-02 03:04:05 UTC"
 
 
 def test_it_serves_the_exact_bytes(

@@ -3,15 +3,20 @@ port, artifacts pushed with the ``oras`` client the way ``oras push`` does."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from aicr_site.celery import app as celery_app
-from evidence_app.models import Evidence, TrustRoot, UploadLog
+from evidence_app.models import Evidence, TrustRoot, UploadLog, UploadState
+from evidence_app.services import oci
 from evidence_app.services.oci import (
     OciError,
     oci_upload_process,
@@ -291,3 +296,89 @@ def test_the_api_answers_202_then_the_status_url_gives_the_result(
     )
     assert tag.status_code == 422
     assert "pin it by digest" in tag.json()["reason"]
+
+
+# --- DNS rebinding, leases -------------------------------------------------------------------
+
+
+def test_a_name_rebound_to_loopback_after_the_check_cannot_reach_it(
+    oci_on: None,
+    evidence_db: None,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """The check sees a public address; a second lookup would say 127.0.0.1. The connection
+    goes to the checked address, so the loopback listener is never contacted."""
+    settings.EVIDENCE_OCI_ALLOW_LOOPBACK_HTTP = False
+    settings.EVIDENCE_OCI_TIMEOUT_SECONDS = 1
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.settimeout(0.2)
+    port = listener.getsockname()[1]
+    real = socket.getaddrinfo
+    answers = iter(["93.184.216.34"])  # public at check time, then loopback
+
+    def rebinding(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host != "rebind.example":
+            return real(host, *args, **kwargs)
+        address = next(answers, "127.0.0.1")
+        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    connected: list[Any] = []
+    seen: list[tuple[Any, ...]] = []
+    real_connect = oci._pinned_connect
+
+    def spy(address: Any, *args: Any) -> Any:
+        seen.append(address.sockaddr)
+        return real_connect(address, *args)
+
+    monkeypatch.setattr(oci, "_pinned_connect", spy)
+    try:
+        log = _request(f"rebind.example:{port}/e@{DIGEST}", django_capture_on_commit_callbacks)
+        with contextlib.suppress(TimeoutError):
+            connected.append(listener.accept())
+    finally:
+        for conn, _ in connected:
+            conn.close()
+        listener.close()
+
+    assert connected == []  # loopback was never reached
+    assert seen == [("93.184.216.34", port)]
+    assert (log.state, log.verdict) == ("done", "rejected")
+    assert "unreachable" in log.reason
+
+
+def test_a_redelivered_task_does_not_run_alongside_a_live_claim(
+    oci_on: None, evidence_db: None, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.EVIDENCE_OCI_LEASE_SECONDS = 600
+    pulls: list[str] = []
+    monkeypatch.setattr(oci, "oci_pull", lambda ref: pulls.append(ref.pinned) or _no_pull())
+    log = UploadLog.objects.create(
+        channel="oci",
+        oci_ref=f"ghcr.io/org/e@{DIGEST}",
+        state=UploadState.RUNNING,
+        attempts=1,
+        claimed_at=timezone.now() - timedelta(seconds=30),
+    )
+
+    with pytest.raises(oci.LeaseHeld) as held:
+        oci_upload_process(upload_id=log.pk)
+    assert 500 < held.value.retry_in <= 570
+    assert pulls == []
+    log.refresh_from_db()
+    assert (log.state, log.attempts) == ("running", 1)
+
+    # The lease ran out: the original is presumed dead and the row is taken over.
+    UploadLog.objects.filter(pk=log.pk).update(claimed_at=timezone.now() - timedelta(hours=1))
+    done = oci_upload_process(upload_id=log.pk)
+    assert done is not None
+    assert pulls == [f"ghcr.io/org/e@{DIGEST}"]
+    assert (done.state, done.attempts) == ("done", 2)
+
+
+def _no_pull() -> Any:
+    raise OciError("registry ghcr.io is unreachable (test); try again later")

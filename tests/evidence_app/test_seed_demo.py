@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -11,6 +11,7 @@ from django.core.management import CommandError, call_command
 
 from evidence_app.models import Evidence, SigningKey, UploadLog
 from evidence_app.services import demo
+from evidence_app.services.ingest import evidence_ingest
 from recipes_app.models import Catalog
 
 
@@ -81,11 +82,36 @@ def test_demo_bytes_are_deterministic(real_catalog: Catalog) -> None:
     assert first == again
 
 
-def test_it_refuses_production_mode_without_the_flag(real_catalog: Catalog, settings: Any) -> None:
+def test_it_refuses_production_mode_full_stop(real_catalog: Catalog, settings: Any) -> None:
     settings.DEBUG = False
 
-    with pytest.raises(CommandError, match="DEBUG off"):
+    with pytest.raises(CommandError, match="only runs with DEBUG on"):
         _seed()
+    with pytest.raises(CommandError):  # the old escape hatch is gone
+        call_command("seed_demo", "--allow-production", stdout=io.StringIO())
     assert not Evidence.objects.exists()
-    call_command("seed_demo", "--allow-production", stdout=io.StringIO())
-    assert Evidence.objects.filter(is_demo=True).exists()
+
+
+def test_evidence_signed_with_a_demo_key_is_demo_whoever_uploads_it(
+    real_catalog: Catalog, django_user_model: Any
+) -> None:
+    recipe = demo.demo_recipes(real_catalog)[0]
+    demo.demo_key_ensure(demo.LABS[0])
+    data = demo.demo_evidence_directory(
+        recipe,
+        demo.LABS[0],
+        demo.RUNS[0],
+        attested_at=datetime.now(UTC) - timedelta(days=1),
+        validator_version="1.0.0",
+    )
+    someone = django_user_model.objects.create(username="someone")
+
+    result = evidence_ingest(
+        data=data, artifact=None, filename="run.tar.gz", user=someone, channel="api"
+    )
+
+    assert result.ok, result.reason
+    assert result.evidence is not None
+    assert result.evidence.is_demo
+    classify = next(s for s in result.transcript if s["step"] == "classify")
+    assert "signed with a demo key" in classify["detail"]

@@ -235,3 +235,21 @@ def test_an_older_aicr_version_than_the_catalogs_is_outdated(example_recipe: Rec
     assert [r.code for r in reasons] == ["aicr-outdated"]
     assert "v0.21.0" in reasons[0].detail
     assert list(stale_filter(Evidence.objects.all(), stale=True)) == [evidence]
+
+
+def test_only_counted_evidence_sets_the_newest_aicr_version(example_recipe: Recipe) -> None:
+    """An unallowlisted signer (or a simulated run) claiming AICR v99 outdates nobody."""
+    fresh = EvidenceFactory(recipe=example_recipe, aicr_version="v0.20.0")
+    unlisted = SignerFactory(counted=False, signer_class="reported")
+    EvidenceFactory(recipe=example_recipe, aicr_version="v99.0.0", signer=unlisted)
+    EvidenceFactory(recipe=example_recipe, aicr_version="v98.0.0", is_simulated=True)
+
+    assert staleness_bulk([fresh])[fresh.pk] == []
+    fresh_ids = set(stale_filter(Evidence.objects.all(), stale=False).values_list("pk", flat=True))
+    assert fresh.pk in fresh_ids
+
+    newer = EvidenceFactory(recipe=example_recipe, aicr_version="v0.21.0")  # counted: it does
+    assert [r.code for r in staleness_bulk([fresh])[fresh.pk]] == ["aicr-outdated"]
+    assert newer.pk not in set(
+        stale_filter(Evidence.objects.all(), stale=True).values_list("pk", flat=True)
+    )

@@ -238,7 +238,9 @@ def test_it_labels_demo_simulated_withdrawn_and_stale_evidence(
     assert "<code>older-than-30-days</code>" in page
     assert "<code>withdrawn</code>" in page
     assert "<strong>Simulated.</strong>" in page
-    assert "<strong>Demo data.</strong>" in page
+    assert "<strong>Demo evidence.</strong>" in page
+    assert "Signed with a demo key" in page
+    assert "seed_demo" not in page  # an upload signed with a demo key was not seeded
 
 
 def commands_in(page: str) -> list[str]:
@@ -425,10 +427,22 @@ def test_a_maintainer_withdraws_any_evidence_through_htmx(
     assert evidence.withdrawal_reason == "superseded"
 
 
-def test_staff_count_as_maintainers(admin_client: Client, recipe: Recipe) -> None:
+def test_superusers_may_withdraw_but_staff_alone_grants_nothing(
+    admin_client: Client, django_user_model: Any, recipe: Recipe
+) -> None:
     evidence = full_evidence(recipe)
+    staff = django_user_model.objects.create_user(
+        username="staffer", password="pw-for-tests-1", is_staff=True
+    )
+    client = logged_in(staff)
 
     assert "Withdraw this evidence" in admin_client.get(detail_url(evidence)).content.decode()
+    assert "Withdraw this evidence" not in client.get(detail_url(evidence)).content.decode()
+    assert client.post(withdraw_url(evidence), {"reason": "staff"}).status_code == 403
+    partial = client.get(detail_url(evidence), HTTP_HX_REQUEST="true", HTTP_HX_TARGET="withdrawal")
+    assert partial.status_code == 403
+    evidence.refresh_from_db()
+    assert evidence.withdrawn_at is None
 
 
 def test_withdrawing_needs_the_csrf_token(django_user_model: Any, recipe: Recipe) -> None:

@@ -434,6 +434,7 @@ def test_it_lists_badges_in_constant_queries(client: Any, catalog: Catalog) -> N
         assert set(list_states(first.content.decode()).values()) == {PARTIAL}
         return len(miss), len(hit)
 
+    queries_for(1)  # the validator catalog version is read once per catalog and process
     one, thirty = queries_for(1), queries_for(30)
     assert one == thirty
     assert one[1] <= 6  # the recipe pages' 5, plus the evidence generation check
@@ -489,3 +490,176 @@ def test_a_real_recipe_page_shows_its_declared_checks_in_the_grid(
         for check in checks
     }
     assert set(grid_rows(page)) == declared
+
+
+# --- one recipe-level state everywhere, and what it rests on ----------------------------------
+
+
+def list_cell(page: str, name: str) -> str:
+    """The list page's consensus cell of recipe ``name``."""
+    start = page.index(f">{name}</a>")
+    cell = page.index('<td class="consensus-cell"', start)
+    return page[cell : page.index("</td>", cell)]
+
+
+def api_row(client: Any, name: str) -> dict[str, Any]:
+    rows = client.get("/api/v1/recipes/").json()["results"]
+    return next(r for r in rows if r["name"] == name)
+
+
+def test_an_uncounted_signers_extra_check_changes_no_state_anywhere(
+    client: Any, catalog: Catalog
+) -> None:
+    """A reported signer (and a simulated run) adding a check name the counted signers did not
+    run used to turn the page's CONFIRMED into PARTIAL while the list said CONFIRMED."""
+    checks = {"deployment": [{"name": "operator-health", "thresholds": []}]}
+    recipe = RecipeFactory(catalog=catalog, checks=checks)
+    a, b = SignerFactory(label="a"), SignerFactory(label="b")
+    stranger = SignerFactory(label="stranger/fork", counted=False, signer_class="reported")
+    for signer in (a, b):
+        EvidenceFactory(
+            recipe=recipe, signer=signer, check_results=deployment(operator_health="passed")
+        )
+    EvidenceFactory(
+        recipe=recipe,
+        signer=stranger,
+        check_results=deployment(operator_health="passed", extra_check="passed"),
+    )
+    EvidenceFactory(
+        recipe=recipe,
+        signer=a,
+        is_simulated=True,
+        check_results=deployment(operator_health="failed", simulated_only="passed"),
+    )
+
+    page = client.get(detail_url(recipe.name)).content.decode()
+    listed = client.get(reverse("recipes:list")).content.decode()
+    filtered = client.get(reverse("recipes:list"), {"consensus": CONFIRMED}).content.decode()
+    detail = client.get(f"/api/v1/recipes/{recipe.name}/").json()
+
+    assert recipe_state(page) == CONFIRMED
+    assert phase_states(page)["deployment"] == CONFIRMED
+    assert list_states(listed)[recipe.name] == CONFIRMED
+    assert list_states(filtered) == {recipe.name: CONFIRMED}
+    assert api_row(client, recipe.name)["consensus"] == CONFIRMED
+    assert detail["consensus"] == CONFIRMED
+    assert detail["evidence_summary"]["phase_rollup"]["deployment"] == CONFIRMED
+    # The uncounted runs' checks are still shown, marked as outside the rollup.
+    rows = grid_rows(page)
+    assert rows["deployment/extra-check"] == UNTESTED
+    assert rows["deployment/simulated-only"] == UNTESTED
+    assert consensus_section(page).count(">not in the rollup</span>") == 2
+
+
+def test_a_counted_signers_extra_check_is_part_of_the_state_everywhere(
+    client: Any, catalog: Catalog
+) -> None:
+    checks = {"deployment": [{"name": "operator-health", "thresholds": []}]}
+    recipe = RecipeFactory(catalog=catalog, checks=checks)
+    EvidenceFactory(recipe=recipe, check_results=deployment(operator_health="passed"))
+    EvidenceFactory(
+        recipe=recipe, check_results=deployment(operator_health="passed", extra_check="skipped")
+    )
+
+    page = client.get(detail_url(recipe.name)).content.decode()
+    listed = client.get(reverse("recipes:list")).content.decode()
+
+    assert recipe_state(page) == PARTIAL
+    assert list_states(listed)[recipe.name] == PARTIAL
+    assert api_row(client, recipe.name)["consensus"] == PARTIAL
+
+
+def test_it_labels_every_state_derived_from_demo_evidence(client: Any, catalog: Catalog) -> None:
+    demo = RecipeFactory(catalog=catalog, checks=CHECKS, name="r-demo")
+    real = RecipeFactory(catalog=catalog, checks=CHECKS, name="r-real")
+    EvidenceFactory(recipe=demo, is_demo=True, check_results=deployment(operator_health="passed"))
+    EvidenceFactory(recipe=real, check_results=deployment(operator_health="passed"))
+    # A reported signer's demo evidence feeds no state: no label.
+    EvidenceFactory(
+        recipe=real,
+        is_demo=True,
+        signer=SignerFactory(counted=False, signer_class="reported"),
+        check_results=deployment(operator_health="passed"),
+    )
+
+    listed = client.get(reverse("recipes:list")).content.decode()
+    page = client.get(detail_url(demo.name)).content.decode()
+    real_page = client.get(detail_url(real.name)).content.decode()
+
+    assert "data-consensus-demo" in list_cell(listed, demo.name)
+    assert ">DEMO</span>" in list_cell(listed, demo.name)
+    assert "data-consensus-demo" not in list_cell(listed, real.name)
+    head = page[page.index('<div class="page-head') : page.index('<section id="consensus"')]
+    assert "data-consensus-demo" in head
+    section = consensus_section(page)
+    rollups = section[section.index('<ul class="rollups"') : section.index("</ul>")]
+    assert rollups.count(">DEMO</span>") == 1  # deployment only
+    assert "signed with a demo key" in section
+    assert "data-consensus-demo" not in real_page
+    assert api_row(client, demo.name)["consensus_includes_demo"] is True
+    assert api_row(client, real.name)["consensus_includes_demo"] is False
+    body = client.get(f"/api/v1/recipes/{demo.name}/").json()
+    assert body["consensus_includes_demo"] is True
+    assert body["evidence_summary"]["phase_includes_demo"] == {
+        "deployment": True,
+        "conformance": False,
+        "performance": False,
+    }
+    assert client.get(f"/api/v1/recipes/{real.name}/").json()["consensus_includes_demo"] is False
+
+
+def test_it_says_how_many_counted_runs_behind_a_state_are_stale(
+    client: Any, catalog: Catalog
+) -> None:
+    checks = {"deployment": [{"name": "operator-health", "thresholds": []}]}
+    recipe = RecipeFactory(catalog=catalog, checks=checks)
+    fresh = RecipeFactory(catalog=catalog, checks=checks)
+    for days in (45, 60, 0):
+        EvidenceFactory(
+            recipe=recipe,
+            attested_at=timezone.now() - timedelta(days=days),
+            check_results=deployment(operator_health="passed"),
+        )
+    EvidenceFactory(recipe=fresh, check_results=deployment(operator_health="passed"))
+
+    listed = client.get(reverse("recipes:list")).content.decode()
+    page = client.get(detail_url(recipe.name)).content.decode()
+    detail = client.get(f"/api/v1/recipes/{recipe.name}/").json()
+
+    cell = list_cell(listed, recipe.name)
+    assert "2 of 3 counted runs stale" in cell
+    assert "older-than-30-days (2)" in cell
+    assert "stale" not in list_cell(listed, fresh.name)
+    head = page[page.index('<div class="page-head') : page.index('<section id="consensus"')]
+    assert "2 of 3 counted runs stale" in head
+    assert "2 of 3 counted runs stale" in consensus_section(page)
+    assert "stale 2/3" in consensus_section(page)  # on the check's row too
+    expected = {
+        "stale": True,
+        "counted_runs": 3,
+        "stale_runs": 2,
+        "reasons": {"older-than-30-days": 2},
+        "summary": "2 of 3 counted runs stale",
+    }
+    assert detail["consensus_stale"] == expected
+    assert api_row(client, recipe.name)["consensus_stale"] == expected
+    assert api_row(client, fresh.name)["consensus_stale"]["stale"] is False
+
+
+def test_it_caps_the_withdrawn_list_and_counts_the_rest(client: Any, recipe: Recipe) -> None:
+    for _ in range(25):
+        EvidenceFactory(
+            recipe=recipe,
+            withdrawn_at=timezone.now(),
+            withdrawal_reason="bad run",
+            check_results=deployment(operator_health="passed"),
+        )
+
+    page = client.get(detail_url(recipe.name)).content.decode()
+    body = client.get(f"/api/v1/recipes/{recipe.name}/").json()
+
+    section = consensus_section(page)
+    withdrawn = section[section.index('<ul class="withdrawn-list">') :]
+    assert withdrawn.count('<li class="is-withdrawn">') == 20
+    assert "and 5 more withdrawn" in section
+    assert body["evidence_summary"]["withdrawn_count"] == 25

@@ -85,8 +85,40 @@ def test_it_shows_the_form_to_contributors_and_maintainers(
     assert "data-dropzone" in page  # enhanced by static/js/site.js; a plain input without it
 
 
-def test_staff_may_upload(admin_client: Client) -> None:
+def test_superusers_may_upload_but_staff_alone_may_not(
+    admin_client: Client, django_user_model: Any
+) -> None:
+    staff = django_user_model.objects.create_user(
+        username="staffer", password="pw-for-tests-1", is_staff=True
+    )
+    client = Client()
+    client.force_login(staff)
+
     assert admin_client.get(NEW).status_code == 200
+    assert client.get(NEW).status_code == 403
+
+
+def test_it_refuses_a_body_over_the_limit_before_reading_it(
+    django_user_model: Any, evidence_db: None, settings: Any
+) -> None:
+    """413 from Content-Length alone: before the CSRF check (which would parse the body)."""
+    settings.EVIDENCE_MAX_UPLOAD_BYTES = 1000
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user_in(django_user_model, "erin", Role.CONTRIBUTOR))
+
+    response = client.generic(
+        "POST",
+        NEW,
+        b"--x--\r\n",
+        content_type="multipart/form-data; boundary=x",
+        CONTENT_LENGTH=str(50 * 1024 * 1024),
+    )
+
+    assert response.status_code == 413
+    page = response.content.decode()
+    assert "exceeds the limit of 1,000 bytes" in page
+    log = UploadLog.objects.get()
+    assert (log.channel, log.http_status, log.size) == ("form", 413, 50 * 1024 * 1024)
 
 
 def test_it_needs_the_csrf_token(django_user_model: Any, evidence_db: None) -> None:

@@ -55,6 +55,14 @@ def test_it_lists_the_current_catalogs_recipes(client: Client, real_catalog: Cat
         "check_count": recipe.check_count,
         "change": recipe.change,
         "consensus": "UNTESTED",
+        "consensus_includes_demo": False,
+        "consensus_stale": {
+            "stale": False,
+            "counted_runs": 0,
+            "stale_runs": 0,
+            "reasons": {},
+            "summary": "",
+        },
         "url": f"http://testserver/api/v1/recipes/{LEAF}/",
         "html_url": f"http://testserver/recipes/{LEAF}/",
     }
@@ -159,6 +167,34 @@ def test_it_cuts_huge_filter_values(client: Client, real_catalog: Catalog) -> No
 
     assert response.status_code == 400
     assert len(response.content) < 2_000
+
+
+def test_it_pins_links_to_a_recipe_of_an_earlier_catalog_version(client: Client, db: None) -> None:
+    """Without ``?catalog=`` a link to an earlier version's recipe would name the current
+    version's recipe of the same name (another digest, other YAML)."""
+    older = CatalogFactory()
+    newer = CatalogFactory()
+    RecipeFactory(catalog=older, name="r-pinned")
+    RecipeFactory(catalog=newer, name="r-pinned")
+    assert Catalog.objects.current() == newer
+    api = "http://testserver/api/v1/recipes/r-pinned/"
+    page = "http://testserver/recipes/r-pinned/"
+    pin = f"?catalog={older.pk}"
+
+    row = client.get("/api/v1/recipes/", {"catalog": older.pk}).json()["results"][0]
+    body = client.get("/api/v1/recipes/r-pinned/", {"catalog": older.pk}).json()
+
+    assert (row["url"], row["html_url"]) == (api + pin, page + pin)
+    assert (body["url"], body["html_url"]) == (api + pin, page + pin)
+    assert body["resolved_yaml_url"] == api + "resolved.yaml" + pin
+    assert body["catalog"]["id"] == older.pk
+    # The current version's links stay short, whether or not ?catalog= names it.
+    for params in ({}, {"catalog": newer.pk}):
+        row = client.get("/api/v1/recipes/", params).json()["results"][0]
+        body = client.get("/api/v1/recipes/r-pinned/", params).json()
+        assert (row["url"], row["html_url"]) == (api, page)
+        assert (body["url"], body["html_url"]) == (api, page)
+        assert body["resolved_yaml_url"] == api + "resolved.yaml"
 
 
 @pytest.mark.parametrize("page_size", [5, 50])

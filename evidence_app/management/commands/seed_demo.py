@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandError
 
 from evidence_app.services.demo import seed_demo
 
@@ -12,22 +12,16 @@ class Command(BaseCommand):
     help = (
         "Register the DEMO signing keys and ingest demo evidence (key-signed AICR evidence "
         "directories for a few current recipes, several labs, AICR versions and dates), all "
-        "labelled demo. Runs already stored are skipped. Refused in production mode "
-        "(DEBUG=0) unless --allow-production: the demo keys are public."
+        "labelled demo. Runs already stored are skipped. Development only: refused whenever "
+        "DEBUG is off, since the demo private keys are public."
     )
 
-    def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument(
-            "--allow-production",
-            action="store_true",
-            help="seed even with DEBUG off (the demo keys are derivable by anyone)",
-        )
-
     def handle(self, *args: object, **options: object) -> None:
-        if not settings.DEBUG and not options["allow_production"]:
+        if not settings.DEBUG:
             raise CommandError(
-                "seed_demo refuses to run with DEBUG off: its signing keys are public. "
-                "Pass --allow-production to seed anyway."
+                "seed_demo only runs with DEBUG on (development): the demo signing keys are "
+                "derivable by anyone, so evidence they sign proves nothing. It is never run "
+                "against a production site."
             )
         result = seed_demo()
         for failure in result.failed:
