@@ -46,6 +46,7 @@ check-deploy: $(VENV)/.synced
 bench: $(VENV)/.synced
 	$(PY) bench/run.py
 	$(PY) bench/verification.py
+	$(PY) bench/evidence.py
 
 # Regenerate the bundled catalog snapshot from the real AICR tree beside the repo.
 snapshot: $(VENV)/.synced
