@@ -406,8 +406,8 @@ def bench_ingest(n: int, *, profile: bool) -> None:
 
 
 STAGES = (  # (file, function, label): evidence_ingest's stages, in order
-    ("evidence_app/services/signers.py", "allowlist_in_force", "allowlist in force (query)"),
-    ("evidence_app/services/ingest.py", "policy_current", "policy: roots, issuers, keys (queries)"),
+    ("evidence_app/services/ingest.py", "policy_snapshot", "policy: version query (+ cache)"),
+    ("evidence_app/services/ingest.py", "policy_current", "policy: roots, issuers, keys"),
     ("evidence_app/services/ingest.py", "_verify", "parse + signature + statement (no DB)"),
     ("sigstore/verify/verifier.py", "verify_dsse", "  of which sigstore Verifier.verify_dsse"),
     ("evidence_app/services/signers.py", "classify", "classify (allowlist match)"),
@@ -706,8 +706,8 @@ def bench_consensus(requests: int) -> None:
         assert response.status_code == 200, response.status_code
         grid = selectors.consensus_grid(recipe=recipe)
         print(
-            f"     grid: {len(grid.columns)} columns, {len(grid.rows)} rows, state "
-            f"{grid.state}; page {len(response.content) // 1024} KiB"
+            f"     grid: {len(grid.columns)} columns ({len(grid.shown_columns)} shown), "
+            f"{len(grid.rows)} rows, state {grid.state}; page {len(response.content) // 1024} KiB"
         )
         figures[total] = (
             _measure(f"GET {url}", lambda: client.get(url), requests),
@@ -719,6 +719,10 @@ def bench_consensus(requests: int) -> None:
             lens = AICR_VERSIONS[-2]
             lens_url = f"{url}?lens={lens}"
             _measure(f"GET {lens_url}", lambda: client.get(lens_url), requests)  # noqa: B023
+            all_url = f"{url}?signers=all"
+            response = client.get(all_url)
+            print(f"     {all_url}: page {len(response.content) // 1024} KiB")
+            _measure(f"GET {all_url}", lambda: client.get(all_url), requests // 4)  # noqa: B023
 
 
 def bench_list(requests: int, *, list_rows: int) -> None:
@@ -780,6 +784,12 @@ def bench_list(requests: int, *, list_rows: int) -> None:
         f"  recipe_consensus_states, cache cold: {ms(cold)} ms ({len(states)} recipes with a "
         f"state); the generation aggregate alone: {ms(generation)} ms"
     )
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + selectors.generation_sql())
+        plan = [line for (line,) in cursor.fetchall()]
+    seq = [line.strip() for line in plan if "Seq Scan" in line]
+    print(f"  generation plan: {len(plan)} lines, sequential scans: {seq or 'none'}")
+    _measure("evidence_generation()", selectors.evidence_generation, requests)
     cache.clear()
     start = time.perf_counter()
     response = client.get("/recipes/")

@@ -308,6 +308,12 @@ class Evidence(models.Model):
             models.Index(fields=["signer", "-attested_at"]),
             models.Index(fields=["recipe_name", "aicr_version_key"]),
             models.Index(fields=["verdict", "-attested_at"]),
+            # The consensus cache key's newest withdrawals (selectors.evidence_generation).
+            models.Index(
+                fields=["-withdrawn_at", "-id"],
+                condition=Q(withdrawn_at__isnull=False),
+                name="evidence_withdrawn_idx",
+            ),
         ]
         constraints = [
             models.CheckConstraint(

@@ -16,7 +16,9 @@ Other apps read consensus (state names included) from here, never from ``corrobo
 - **Lens**: by default each column's single newest run (``attested_at``, then id) whatever
   its AICR version; with a version, each column's newest run *at that version* and only the
   columns that have one: strict same-version consensus, as AICR's per-version grids. The
-  newest run per column is picked in SQL.
+  newest run per column is picked in SQL. States use every column; the page renders at most
+  COUNTED_COLUMNS_SHOWN counted and OTHER_COLUMNS_SHOWN reported and simulated columns
+  (newest runs first) unless asked for all (``signers="all"``), and says so.
 - **Rows** are the recipe's declared checks (deployment, conformance, performance; readiness
   has no CTRF) plus every CTRF name of the counted runs, by phase then name. A name only
   reported or simulated runs carry is shown as a row outside the rollups: an uncounted signer
@@ -32,8 +34,8 @@ evidence, stale counted runs from ``services.staleness``): the grid, the list ba
 
 Every function runs a fixed number of queries whatever the number of evidence rows.
 ``recipe_consensus_badges`` (the list page's badges and filter) is cached under a key that
-includes a cheap "evidence generation" aggregate, so any upload, withdrawal, signer class
-change or new current catalog invalidates it; the entry also expires when its first fresh
+includes a cheap, index-served "evidence generation" query, so any upload, withdrawal, signer
+class change or new current catalog invalidates it; the entry also expires when its first fresh
 run ages into staleness.
 """
 
@@ -48,6 +50,7 @@ from urllib.parse import urlencode
 
 from django.core.cache import cache
 from django.core.paginator import Page, Paginator
+from django.db import connection
 from django.db.models import (
     BooleanField,
     Count,
@@ -56,7 +59,6 @@ from django.db.models import (
     Max,
     Q,
     QuerySet,
-    Subquery,
     Window,
 )
 from django.db.models.functions import RowNumber
@@ -115,6 +117,11 @@ CACHE_PREFIX = "evidence:consensus-badges:v2"
 PAGE_SIZE = 25
 RECENT_EVIDENCE = 20
 WITHDRAWN_SHOWN = 20  # the recipe page lists this many withdrawn runs, then a count
+# The grid shows at most this many counted signer columns (newest runs first) and this many
+# reported and simulated ones each, unless asked for all (``signers="all"``); states are
+# always computed over every column.
+COUNTED_COLUMNS_SHOWN = 40
+OTHER_COLUMNS_SHOWN = 10
 # The columns of an evidence row that lists and grids never read (bytes and big JSON).
 HEAVY_FIELDS = ("content", "artifact", "transcript", "predicate", "check_results", "certificate")
 
@@ -206,7 +213,7 @@ def _metrics(entry: Mapping[str, Any]) -> tuple[Metric, ...]:
     return tuple(found)
 
 
-def _outcome(name: str, entry: Any) -> CheckOutcome | None:
+def _outcome(name: str, entry: Any, detail: bool = True) -> CheckOutcome | None:
     if not isinstance(name, str) or not name.strip():
         return None
     if isinstance(entry, str):
@@ -214,6 +221,8 @@ def _outcome(name: str, entry: Any) -> CheckOutcome | None:
     if not isinstance(entry, Mapping):
         return None
     status = _text(entry.get("status"), 32)
+    if not detail:  # the status alone (what consensus reads), without the metrics parse
+        return CheckOutcome(name=name[:4096], status=status, result=bucket_status(status))
     duration = entry.get("duration_ms", entry.get("duration"))
     if isinstance(duration, bool) or not isinstance(duration, int | float):
         duration = None
@@ -227,11 +236,13 @@ def _outcome(name: str, entry: Any) -> CheckOutcome | None:
     )
 
 
-def check_outcomes(check_results: Any) -> dict[str, dict[str, CheckOutcome]]:
+def check_outcomes(check_results: Any, detail: bool = True) -> dict[str, dict[str, CheckOutcome]]:
     """``Evidence.check_results`` read defensively: phase → CTRF name → outcome.
 
     Accepts ``{phase: [{name, status, …}]}`` (CTRF tests), ``{phase: {"tests": […]}}`` and
-    ``{phase: {name: status | {status, …}}}``; anything else reads as no data.
+    ``{phase: {name: status | {status, …}}}``; anything else reads as no data. Without
+    ``detail`` only names and statuses are read (no duration, message or metrics): the same
+    names and results, for runs whose cells are not shown.
     """
     out: dict[str, dict[str, CheckOutcome]] = {}
     if not isinstance(check_results, Mapping):
@@ -245,12 +256,12 @@ def check_outcomes(check_results: Any) -> dict[str, dict[str, CheckOutcome]]:
         if isinstance(entries, list):
             for entry in entries[:5000]:
                 if isinstance(entry, Mapping):
-                    outcome = _outcome(entry.get("name"), entry)
+                    outcome = _outcome(entry.get("name"), entry, detail)
                     if outcome is not None and outcome.name not in by_name:
                         by_name[outcome.name] = outcome
         elif isinstance(entries, Mapping):
             for name, entry in list(entries.items())[:5000]:
-                outcome = _outcome(name, entry)
+                outcome = _outcome(name, entry, detail)
                 if outcome is not None:
                     by_name[outcome.name] = outcome
         out[phase] = by_name
@@ -629,14 +640,38 @@ class ConsensusGrid:
     lens: str
     lens_error: str
     lens_options: list[LensOption]
-    columns: list[Column]
-    phases: list[GridPhase]
+    columns: list[Column]  # every column: the states are computed over all of them
+    phases: list[GridPhase]  # rows' cells and phase summaries: the shown columns only
     consensus: RecipeConsensus
     recent: list[Evidence]  # newest evidence of this recipe (withdrawn ones included)
     withdrawn: list[Evidence]  # the newest WITHDRAWN_SHOWN withdrawn ones
     stale: dict[int, list[StaleReason]]
     evidence_count: int
     withdrawn_count: int = 0
+    shown_columns: list[Column] = field(default_factory=list)  # the columns rendered
+    all_signers: bool = False  # asked for every column (``signers="all"``)
+
+    @property
+    def is_capped(self) -> bool:
+        """Some columns are not rendered (they still count in every state)."""
+        return len(self.shown_columns) < len(self.columns)
+
+    @property
+    def cappable(self) -> bool:
+        """Showing every column, though the default view would cap them."""
+        return self.all_signers and len(_shown_columns(self.columns, False)) < len(self.columns)
+
+    @property
+    def shown_counted(self) -> int:
+        return sum(1 for c in self.shown_columns if c.counted)
+
+    @property
+    def shown_reported(self) -> int:
+        return sum(1 for c in self.shown_columns if c.group == "reported")
+
+    @property
+    def shown_simulated(self) -> int:
+        return sum(1 for c in self.shown_columns if c.simulated)
 
     @property
     def rollup(self) -> RecipeRollup:
@@ -676,7 +711,7 @@ class ConsensusGrid:
 
     @property
     def has_summary_only(self) -> bool:
-        return any(c.summary_only for c in self.columns)
+        return any(c.summary_only for c in self.shown_columns)
 
     @property
     def has_shown_only_rows(self) -> bool:
@@ -730,16 +765,63 @@ def _latest_per(queryset: QuerySet[Evidence], *partition: str) -> QuerySet[Evide
     ).filter(_rank=1)
 
 
-def consensus_grid(*, recipe: Recipe, lens: str | None = None) -> ConsensusGrid:
+# What the grid reads of each selected run (the predicate only as its ``phases`` object).
+GRID_FIELDS = (
+    "pk",
+    "recipe_name",
+    "subject_digest",
+    "attested_at",
+    "aicr_version",
+    "validator_catalog_version",
+    "k8s_version",
+    "withdrawn_at",
+    "withdrawal_reason",
+    "verdict",
+    "is_demo",
+    "is_simulated",
+    "check_results",
+    "signer",
+)
+
+
+def _shown_columns(columns: Sequence[Column], show_all: bool) -> list[Column]:
+    """The columns rendered: all of them, or the newest COUNTED_COLUMNS_SHOWN counted ones
+    and the newest OTHER_COLUMNS_SHOWN reported and simulated ones each, in grid order."""
+    if show_all:
+        return list(columns)
+    caps = {
+        "counted": COUNTED_COLUMNS_SHOWN,
+        "reported": OTHER_COLUMNS_SHOWN,
+        "simulated": OTHER_COLUMNS_SHOWN,
+    }
+    newest = sorted(columns, key=lambda c: (c.evidence.attested_at, c.evidence.pk), reverse=True)
+    taken: dict[str, int] = {}
+    keep: set[int] = set()
+    for column in newest:
+        group = "counted" if column.counted else column.group
+        if taken.get(group, 0) < caps[group]:
+            taken[group] = taken.get(group, 0) + 1
+            keep.add(id(column))
+    return [c for c in columns if id(c) in keep]
+
+
+def consensus_grid(
+    *, recipe: Recipe, lens: str | None = None, signers: str | None = None
+) -> ConsensusGrid:
     """The consensus grid of ``recipe`` (evidence matched by recipe name, any catalog version:
     evidence of another digest shows as stale, recipe changed, and still counts, as in AICR).
 
     Only what is shown is read: the counts, the AICR versions (aggregated), each column's
-    newest run for the lens (one windowed query), the newest RECENT_EVIDENCE rows, the newest
+    newest run for the lens (one windowed query, without the bytes, the transcript or the
+    predicate beyond its phase summaries), the newest RECENT_EVIDENCE rows, the newest
     WITHDRAWN_SHOWN withdrawn rows, and the staleness reads: constant, whatever the number
     of evidence rows.
+
+    The states are computed over every column; only ``shown_columns`` (all of them with
+    ``signers="all"``, else a capped number per group, newest runs first) get cells.
     """
     lens = (lens or "").strip()[:100]
+    show_all = (signers or "").strip().lower() == "all"
     mine = Evidence.objects.filter(recipe_name=recipe.name)
     counts = mine.aggregate(
         n=Count("pk"), withdrawn=Count("pk", filter=Q(withdrawn_at__isnull=False))
@@ -771,7 +853,8 @@ def consensus_grid(*, recipe: Recipe, lens: str | None = None) -> ConsensusGrid:
         selected = list(
             _latest_per(candidates, "signer_id", "is_simulated")
             .select_related("signer")
-            .defer("content", "artifact", "transcript", "certificate")
+            .only(*GRID_FIELDS)
+            .annotate(_phases=F("predicate__phases"))
             .order_by("-attested_at", "-pk")
         )
         recent, withdrawn = _recent_and_withdrawn(mine)
@@ -784,13 +867,19 @@ def consensus_grid(*, recipe: Recipe, lens: str | None = None) -> ConsensusGrid:
             signer=e.signer,
             simulated=e.is_simulated,
             evidence=e,
-            outcomes=check_outcomes(e.check_results),
-            summaries=phase_summaries(e.predicate),
+            outcomes=check_outcomes(e.check_results, detail=False),
             stale=stale.get(e.pk, []),
         )
         for e in selected
     ]
     columns.sort(key=_column_order)
+    shown_columns = _shown_columns(columns, show_all)
+    for column in shown_columns:  # the cells' details and the phase summaries
+        evidence = column.evidence
+        column.outcomes = check_outcomes(evidence.check_results)
+        column.summaries = phase_summaries({"phases": getattr(evidence, "_phases", None)})
+    shown_ids = {id(c) for c in shown_columns}
+    shown = [i for i, c in enumerate(columns) if id(c) in shown_ids]
 
     declared = declared_checks(recipe.checks)
     consensus = recipe_consensus(declared, [_run_of(c) for c in columns])
@@ -798,8 +887,12 @@ def consensus_grid(*, recipe: Recipe, lens: str | None = None) -> ConsensusGrid:
     for found in consensus.rows:
         phase, name = found.key
         cells = [
-            Cell(column=c, result=result, outcome=c.outcomes.get(phase, {}).get(name))
-            for c, result in zip(columns, found.results, strict=True)
+            Cell(
+                column=columns[i],
+                result=found.results[i],
+                outcome=columns[i].outcomes.get(phase, {}).get(name),
+            )
+            for i in shown
         ]
         by_phase[phase].append(
             Row(
@@ -820,7 +913,7 @@ def consensus_grid(*, recipe: Recipe, lens: str | None = None) -> ConsensusGrid:
             phase=phase,
             state=consensus.phase_states[phase],
             rows=by_phase[phase],
-            summaries=[PhaseCell(column=c, summary=c.summaries.get(phase)) for c in columns],
+            summaries=[PhaseCell(column=c, summary=c.summaries.get(phase)) for c in shown_columns],
             demo=consensus.phase_demo[phase],
         )
         for phase in GRID_PHASES
@@ -840,6 +933,8 @@ def consensus_grid(*, recipe: Recipe, lens: str | None = None) -> ConsensusGrid:
         stale=stale,
         evidence_count=counts["n"],
         withdrawn_count=counts["withdrawn"],
+        shown_columns=shown_columns,
+        all_signers=show_all,
     )
 
 
@@ -878,36 +973,51 @@ def _run_of(column: Column) -> _Run:
 # --- consensus of many recipes at once (list page, badge, filter, API) ----------------------
 
 
+GENERATION_WINDOW = 256  # how far back the generation looks for late-committed rows
+
+
 def evidence_generation() -> tuple[Any, ...]:
-    """A cheap aggregate that changes whenever anything consensus depends on changes:
-    evidence added (count, max id, newest upload), withdrawn (count, newest withdrawal), a
-    signer's class or counting changed (newest SignerClassChange), or a newer catalog became
-    the current one (staleness compares against it). One query."""
-    newest_change = SignerClassChange.objects.order_by("-pk")
-    current = Catalog.objects.newest_first()
-    agg = Evidence.objects.aggregate(
-        n=Count("pk"),
-        top=Max("pk"),
-        uploaded=Max("uploaded_at"),
-        withdrawn=Count("pk", filter=Q(withdrawn_at__isnull=False)),
-        last_withdrawn=Max("withdrawn_at"),
-        change=Max(Subquery(newest_change.values("pk")[:1])),
-        change_at=Max(Subquery(newest_change.values("at")[:1])),
-        current=Max(Subquery(current.values("pk")[:1])),
-    )
+    """A cheap aggregate that changes whenever anything consensus depends on changes, in one
+    query served by indexes (no scan of the evidence table, whatever its size).
+
+    Evidence rows are only ever inserted, or withdrawn once (never edited otherwise, never
+    deleted), and a signer's class or counting never changes without a SignerClassChange row.
+    So the generation is: the newest evidence id, and how many of the GENERATION_WINDOW ids
+    below it exist (a row committed after a higher id was already visible changes it); the
+    newest withdrawal and the sum of the ids of the GENERATION_WINDOW newest withdrawals
+    (likewise for a withdrawal committed late); the newest SignerClassChange id and how many
+    of the ids below it exist; and the current catalog (staleness compares against it)."""
+    with connection.cursor() as cursor:
+        cursor.execute(generation_sql())
+        row = cursor.fetchone()
     return tuple(
-        value.isoformat() if isinstance(value, datetime) else value
-        for value in (
-            agg["n"],
-            agg["top"],
-            agg["uploaded"],
-            agg["withdrawn"],
-            agg["last_withdrawn"],
-            agg["change"],
-            agg["change_at"],
-            agg["current"],
-        )
+        value.isoformat() if isinstance(value, datetime) else value for value in (row or ())
     )
+
+
+def generation_sql() -> str:
+    """``evidence_generation``'s query (the bench and a test EXPLAIN it)."""
+    evidence = Evidence._meta.db_table
+    change = SignerClassChange._meta.db_table
+    catalog = Catalog._meta
+    catalog_table = catalog.db_table
+    imported = catalog.get_field("imported_at").column
+    window = GENERATION_WINDOW
+    # Table and column names from the models, an integer constant: nothing from a request.
+    return f"""
+        SELECT
+          (SELECT MAX(id) FROM {evidence}),
+          (SELECT COUNT(*) FROM {evidence}
+             WHERE id > (SELECT COALESCE(MAX(id), 0) FROM {evidence}) - {window}),
+          (SELECT MAX(withdrawn_at) FROM {evidence} WHERE withdrawn_at IS NOT NULL),
+          (SELECT SUM(w.id) FROM (
+             SELECT id FROM {evidence} WHERE withdrawn_at IS NOT NULL
+             ORDER BY withdrawn_at DESC, id DESC LIMIT {window}) w),
+          (SELECT MAX(id) FROM {change}),
+          (SELECT COUNT(*) FROM {change}
+             WHERE id > (SELECT COALESCE(MAX(id), 0) FROM {change}) - {window}),
+          (SELECT id FROM {catalog_table} ORDER BY {imported} DESC, id DESC LIMIT 1)
+    """  # noqa: S608
 
 
 def _cache_key(catalog: Catalog, generation: tuple[Any, ...]) -> str:

@@ -67,7 +67,7 @@ def recipe_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     if _wants_partial(request, target="diff"):
         return render(request, "recipes_app/detail.html#diff", context, status=status)
     context["grid"] = evidence_selectors.consensus_grid(
-        recipe=page.recipe, lens=request.GET.get("lens")
+        recipe=page.recipe, lens=request.GET.get("lens"), signers=request.GET.get("signers")
     )
     if _wants_partial(request, target="consensus"):
         response = render(request, "recipes_app/detail.html#consensus", context)

@@ -26,13 +26,15 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Subquery
 from django.utils import timezone
 
 from evidence_app.models import (
@@ -40,11 +42,13 @@ from evidence_app.models import (
     Container,
     Evidence,
     Signer,
+    SigningKey,
+    TrustRoot,
     UploadLog,
     UploadState,
     Verdict,
 )
-from evidence_app.services import keys, signers, trust_roots
+from evidence_app.services import signers, trust_roots
 from evidence_app.services.signers import SignerDecision
 from evidence_app.services.versions import version_key
 from evidence_app.verification import (
@@ -103,7 +107,128 @@ class VerificationPolicy:
     public_keys: Mapping[str, str] = field(default_factory=dict)
 
 
-def policy_current(allowlist: Any = None) -> VerificationPolicy:
+@dataclass(frozen=True)
+class PolicySnapshot:
+    """What the database says about verification, as of one version (see ``policy_snapshot``).
+
+    Shared between threads and uploads: read only.
+    """
+
+    version: tuple[Any, ...] | None
+    trusted_roots: list[LoadedRoot]
+    root_issuers: list[str]
+    public_keys: Mapping[str, str]
+    keys: Mapping[int, SigningKey]
+    allowlist_row: Allowlist | None
+    allowlist: Any  # corroborate.allowlist.Allowlist | None
+
+
+_snapshot_cache: dict[tuple[Any, ...], PolicySnapshot] = {}
+_snapshot_lock = threading.Lock()
+
+
+def _version_sql() -> str:
+    """One statement: a digest of everything the policy is built from (PostgreSQL).
+
+    Enabled trust roots (name, production flag, JSON and issuers), active keys (every column
+    the verifier or the classification reads) and the allowlist in force (pk and body): any
+    add, edit, enable/disable, revoke or publish changes it, so it is picked up on the very
+    next upload, in this process or any other.
+    """
+
+    def col(model: Any, name: str) -> str:
+        return connection.ops.quote_name(model._meta.get_field(name).column)
+
+    def table(model: Any) -> str:
+        return connection.ops.quote_name(model._meta.db_table)
+
+    r, k, a = TrustRoot, SigningKey, Allowlist
+    roots = ", ".join(
+        [
+            f"{col(r, 'id')}",
+            f"{col(r, 'name')}",
+            f"{col(r, 'is_production')}",
+            f"md5({col(r, 'trusted_root_json')})",
+            f"md5({col(r, 'accepted_issuers')})",
+        ]
+    )
+    active_keys = ", ".join(
+        [
+            f"{col(k, 'id')}",
+            f"{col(k, 'name')}",
+            f"{col(k, 'fingerprint')}",
+            f"{col(k, 'algorithm')}",
+            f"{col(k, 'is_demo')}",
+            f"md5({col(k, 'public_key_pem')})",
+        ]
+    )
+    # Identifiers only, quoted, from the models' metadata; no value is interpolated.
+    return (
+        "SELECT "  # noqa: S608
+        f"(SELECT md5(coalesce(string_agg(concat_ws(':', {roots}), ',' "
+        f"ORDER BY {col(r, 'id')}), '')) FROM {table(r)} WHERE {col(r, 'enabled')}), "
+        f"(SELECT md5(coalesce(string_agg(concat_ws(':', {active_keys}), ',' "
+        f"ORDER BY {col(k, 'id')}), '')) FROM {table(k)} "
+        f"WHERE {col(k, 'revoked_at')} IS NULL), "
+        f"(SELECT concat_ws(':', {col(a, 'id')}, md5({col(a, 'body')})) FROM {table(a)} "
+        f"ORDER BY {col(a, 'created_at')} DESC, {col(a, 'id')} DESC LIMIT 1)"
+    )
+
+
+def _policy_version() -> tuple[Any, ...] | None:
+    if connection.vendor != "postgresql":
+        return None  # no cache: every upload reads the policy afresh
+    with connection.cursor() as cursor:
+        cursor.execute(_version_sql())
+        row = cursor.fetchone()
+    return (connection.alias, connection.settings_dict.get("NAME"), *row)
+
+
+def _policy_load(version: tuple[Any, ...] | None) -> PolicySnapshot:
+    allowlist_row, allowlist = signers.allowlist_in_force()
+    roots = list(TrustRoot.objects.enabled().only("name", "trusted_root_json", "accepted_issuers"))
+    active = {key.pk: key for key in SigningKey.objects.active().order_by("pk")}
+    return PolicySnapshot(
+        version=version,
+        trusted_roots=trust_roots.roots_load(roots),
+        root_issuers=trust_roots.issuers_of(row.accepted_issuers for row in roots),
+        public_keys={str(pk): key.public_key_pem for pk, key in active.items()},
+        keys=active,
+        allowlist_row=allowlist_row,
+        allowlist=allowlist,
+    )
+
+
+def policy_snapshot() -> PolicySnapshot:
+    """Trust roots (loaded), their issuers, the active keys and the allowlist in force (parsed).
+
+    Cached in process under the version ``_version_sql`` reads: one query per upload while
+    nothing changed. A snapshot read while a maintainer's change lands is used for that upload
+    but not cached unless the version is the same after reading it.
+    """
+    version = _policy_version()
+    if version is not None:
+        with _snapshot_lock:
+            cached = _snapshot_cache.get(version)
+        if cached is not None:
+            return cached
+    snapshot = _policy_load(version)
+    if version is not None and _policy_version() == version:
+        with _snapshot_lock:
+            _snapshot_cache.clear()
+            _snapshot_cache[version] = snapshot
+    return snapshot
+
+
+def policy_cache_clear() -> None:
+    with _snapshot_lock:
+        _snapshot_cache.clear()
+
+
+def policy_current(
+    allowlist: Any = None, *, snapshot: PolicySnapshot | None = None
+) -> VerificationPolicy:
+    """The verification policy: the snapshot (read now when not given) under the settings."""
     regex = getattr(settings, "EVIDENCE_IDENTITY_REGEX", None) or None
     if regex is not None:
         try:
@@ -114,12 +239,16 @@ def policy_current(allowlist: Any = None) -> VerificationPolicy:
     unknown = sorted(set(extra) - EXTRA_POLICY_NAMES)
     if unknown:
         raise ImproperlyConfigured(f"EVIDENCE_EXTRA_POLICIES: unknown policies {unknown}")
+    if snapshot is None:
+        snapshot = policy_snapshot()
+    if allowlist is None:
+        allowlist = snapshot.allowlist
     return VerificationPolicy(
-        trusted_roots=trust_roots.enabled_roots(),
-        issuers=signers.accepted_issuers(allowlist),
+        trusted_roots=snapshot.trusted_roots,
+        issuers=signers.issuers_from(allowlist, snapshot.root_issuers),
         identity_regex=regex,
         extra_policies=extra,
-        public_keys=keys.active_public_keys(),
+        public_keys=snapshot.public_keys,
     )
 
 
@@ -171,11 +300,12 @@ def _verdict_of_failure(report: VerificationReport) -> str:
 def _bind(statement: AicrStatement) -> tuple[Recipe | None, str]:
     """The recipe row the statement names (current catalog first), or None and the reason."""
     digest = statement.recipe_digest
+    # One query: the candidates (newest catalog first), each with the current catalog's pk.
+    current_pk = Subquery(Catalog.objects.newest_first().values("pk")[:1])
     candidates = list(
-        Recipe.objects.for_listing()
-        .filter(digest=digest)
-        .select_related("catalog")
-        .defer("catalog__files")
+        Recipe.objects.filter(digest=digest)
+        .only("pk", "name", "digest", "catalog_id", "checks")
+        .annotate(current_catalog_pk=current_pk)
         .order_by("-catalog__imported_at", "-catalog__pk")
     )
     named = [r for r in candidates if r.name == statement.recipe_name]
@@ -196,8 +326,7 @@ def _bind(statement: AicrStatement) -> tuple[Recipe | None, str]:
             f"unknown recipe: no catalog version has recipe {statement.recipe_name!r} with "
             f"digest sha256:{digest[:12]}…{hint}"
         )
-    current_catalog = Catalog.objects.current()
-    in_current = [r for r in named if current_catalog and r.catalog_id == current_catalog.pk]
+    in_current = [r for r in named if r.catalog_id == r.current_catalog_pk]
     recipe = in_current[0] if in_current else named[0]
     if in_current:
         return recipe, (
@@ -421,14 +550,15 @@ def evidence_ingest(
             _log(result=result, **common)
             return result
 
-    allowlist_row, allowlist = signers.allowlist_in_force()
-    policy = policy_current(allowlist)
+    snapshot = policy_snapshot()
+    allowlist_row, allowlist = snapshot.allowlist_row, snapshot.allowlist
+    policy = policy_current(allowlist, snapshot=snapshot)
     report = _verify(data, artifact=artifact, policy=policy)
     transcript = report.transcript
     outcome = report.outcome
     # Who signed, once the signature verified (shown even when a later step refuses).
     decision = (
-        signers.classify(outcome.signer, allowlist=allowlist)
+        signers.classify(outcome.signer, allowlist=allowlist, keys=snapshot.keys)
         if outcome is not None and outcome.ok and outcome.signer is not None
         else None
     )
@@ -508,7 +638,6 @@ def _existing(sha256: str) -> Evidence | None:
     return Evidence.objects.filter(sha256=sha256).select_related("signer").first()
 
 
-@transaction.atomic
 def _store(
     fields: dict[str, Any],
     *,
@@ -516,19 +645,51 @@ def _store(
     allowlist_row: Allowlist | None,
     common: dict[str, Any],
 ) -> IngestResult:
-    transcript = fields["transcript"]
+    """One transaction: signer, ``Evidence`` and ``UploadLog`` rows, or none of them.
+
+    Race: the same bytes uploaded twice at once. Both see no record; the unique sha256
+    decides at the loser's insert, whose whole transaction (signer included) rolls back. It
+    then answers with the winner's record in a second transaction (no savepoint per upload).
+    """
+    try:
+        with transaction.atomic():
+            return _store_once(
+                fields, decision=decision, allowlist_row=allowlist_row, common=common
+            )
+    except IntegrityError:
+        with transaction.atomic():
+            evidence = (
+                Evidence.objects.filter(sha256=fields["sha256"]).select_related("signer").first()
+            )
+            if evidence is None:
+                raise
+            return _stored(evidence, created=False, fields=fields, decision=decision, common=common)
+
+
+def _store_once(
+    fields: dict[str, Any],
+    *,
+    decision: SignerDecision,
+    allowlist_row: Allowlist | None,
+    common: dict[str, Any],
+) -> IngestResult:
     evidence = _existing(fields["sha256"])
-    created = False
-    if evidence is None:
-        signer = signers.signer_upsert(decision, allowlist_row=allowlist_row)
-        try:
-            # Race: the same bytes uploaded twice at once. The unique sha256 decides; the
-            # loser's savepoint rolls back and it answers with the winner's record.
-            with transaction.atomic():
-                evidence = Evidence.objects.create(signer=signer, **fields)
-            created = True
-        except IntegrityError:
-            evidence = Evidence.objects.select_related("signer").get(sha256=fields["sha256"])
+    if evidence is not None:
+        return _stored(evidence, created=False, fields=fields, decision=decision, common=common)
+    signer = signers.signer_upsert(decision, allowlist_row=allowlist_row)
+    evidence = Evidence(signer=signer, **fields)
+    evidence.save(force_insert=True)
+    return _stored(evidence, created=True, fields=fields, decision=decision, common=common)
+
+
+def _stored(
+    evidence: Evidence,
+    *,
+    created: bool,
+    fields: dict[str, Any],
+    decision: SignerDecision,
+    common: dict[str, Any],
+) -> IngestResult:
     signer_row: Signer = evidence.signer
     summary = decision.summary() | {
         "class": signer_row.signer_class,
@@ -542,7 +703,7 @@ def _store(
         verdict=Verdict.VERIFIED,
         failed_step="",
         signer=summary,
-        transcript=transcript,
+        transcript=fields["transcript"],
         reason="" if created else f"already known: evidence #{evidence.pk} has these exact bytes",
         http_status=STATUS_CREATED if created else STATUS_EXISTING,
     )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,10 +99,15 @@ def accepted_issuers(allowlist: al.Allowlist | None = None) -> list[str]:
     """Issuers a keyless certificate may carry (see the module docstring)."""
     if allowlist is None:
         allowlist = allowlist_in_force()[1]
+    return issuers_from(allowlist, trust_roots.root_issuers())
+
+
+def issuers_from(allowlist: al.Allowlist | None, root_issuers: list[str]) -> list[str]:
+    """``accepted_issuers`` from an already read allowlist and enabled roots' issuers."""
     issuers: list[str] = list(getattr(settings, "EVIDENCE_ACCEPTED_ISSUERS", []))
     if allowlist is not None:
         issuers.extend(e.issuer for e in allowlist.entries)
-    issuers.extend(trust_roots.root_issuers())
+    issuers.extend(root_issuers)
     return list(dict.fromkeys(i for i in issuers if i))
 
 
@@ -180,10 +186,20 @@ def classify_keyless(issuer: str, identity: str, allowlist: al.Allowlist | None)
     )
 
 
-def classify(claims: SignerClaims, *, allowlist: al.Allowlist | None) -> SignerDecision:
-    """Classify the signer established by verification (``SignatureOutcome.signer``)."""
+def classify(
+    claims: SignerClaims,
+    *,
+    allowlist: al.Allowlist | None,
+    keys: Mapping[int, SigningKey] | None = None,
+) -> SignerDecision:
+    """Classify the signer established by verification (``SignatureOutcome.signer``).
+
+    ``keys``: the active keys the signature was verified against, by pk, as already read for
+    the verification policy (saves a query); a key not in it is read from the database.
+    """
     if claims.mode == "key":
-        key = SigningKey.objects.get(pk=int(claims.key_id or 0))
+        key_id = int(claims.key_id or 0)
+        key = (keys or {}).get(key_id) or SigningKey.objects.get(pk=key_id)
         return SignerDecision(
             kind=SignerKind.KEY,
             issuer="",

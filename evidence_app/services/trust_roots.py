@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Iterable
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -114,8 +115,13 @@ def production_root_ensure() -> TrustRoot:
 def enabled_roots() -> list[vtrust.TrustRoot]:
     """The enabled roots, loaded (production first). A row that no longer loads is skipped
     and logged; the admin refuses such rows, so this means the verifier library changed."""
+    return roots_load(TrustRoot.objects.enabled().only("name", "trusted_root_json"))
+
+
+def roots_load(rows: Iterable[TrustRoot]) -> list[vtrust.TrustRoot]:
+    """``enabled_roots`` for rows already read (in order; a row that does not load is skipped)."""
     loaded: list[vtrust.TrustRoot] = []
-    for row in TrustRoot.objects.enabled().only("name", "trusted_root_json"):
+    for row in rows:
         try:
             loaded.append(vtrust.load_trust_root(row.trusted_root_json, name=row.name))
         except (vtrust.TrustRootError, ValueError):
@@ -125,7 +131,12 @@ def enabled_roots() -> list[vtrust.TrustRoot]:
 
 def root_issuers() -> list[str]:
     """Issuers configured on enabled roots (``TrustRoot.accepted_issuers``)."""
+    return issuers_of(TrustRoot.objects.enabled().values_list("accepted_issuers", flat=True))
+
+
+def issuers_of(texts: Iterable[str]) -> list[str]:
+    """The issuers named in ``TrustRoot.accepted_issuers`` texts (one per line)."""
     issuers: list[str] = []
-    for text in TrustRoot.objects.enabled().values_list("accepted_issuers", flat=True):
+    for text in texts:
         issuers.extend(line.strip() for line in text.splitlines() if line.strip())
     return issuers

@@ -708,3 +708,93 @@ def test_the_source_id_is_the_verified_identity_hash() -> None:
     signer = SignerFactory()
 
     assert signer.source_id == source_id(signer.issuer, signer.identity)
+
+
+def test_its_generation_changes_with_each_upload_withdrawal_and_signer_change() -> None:
+    recipe = RecipeFactory(checks=NO_CHECKS)
+    first = EvidenceFactory(recipe=recipe)
+    seen = [selectors.evidence_generation()]
+    assert selectors.evidence_generation() == seen[0]  # stable while nothing changes
+
+    EvidenceFactory(recipe=recipe)
+    seen.append(selectors.evidence_generation())
+    Evidence.objects.filter(pk=first.pk).update(withdrawn_at=timezone.now(), withdrawal_reason="x")
+    seen.append(selectors.evidence_generation())
+    SignerClassChange.objects.create(
+        signer=first.signer, to_class="reported", to_counted=False, reason="removed"
+    )
+    seen.append(selectors.evidence_generation())
+    assert len(set(seen)) == len(seen)
+
+
+def test_its_generation_sees_rows_committed_after_a_newer_one() -> None:
+    """An upload or a withdrawal that commits after a newer one was already visible (a
+    lower id, an earlier withdrawal time) still changes the generation."""
+    recipe = RecipeFactory(checks=NO_CHECKS)
+    low, high = EvidenceFactory(recipe=recipe), EvidenceFactory(recipe=recipe)
+    now = timezone.now()
+    Evidence.objects.filter(pk=high.pk).update(withdrawn_at=now, withdrawal_reason="x")
+    before = selectors.evidence_generation()
+    Evidence.objects.filter(pk=low.pk).update(
+        withdrawn_at=now - timedelta(seconds=1), withdrawal_reason="x"
+    )
+    assert selectors.evidence_generation() != before
+
+    gap = EvidenceFactory(recipe=recipe)
+    EvidenceFactory(recipe=recipe)
+    gap_pk = gap.pk
+    gap.delete()  # as if its transaction had not committed yet
+    before = selectors.evidence_generation()
+    EvidenceFactory(recipe=recipe, pk=gap_pk)
+    assert selectors.evidence_generation() != before
+
+
+def test_its_generation_uses_indexes_only() -> None:
+    """No sequential scan of the evidence table, even where the planner is told to avoid
+    them (it still picks one when no index can serve a part)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the plan is PostgreSQL's")
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN " + selectors.generation_sql())
+        plan = "\n".join(line for (line,) in cursor.fetchall())
+        cursor.execute("SET LOCAL enable_seqscan = on")
+    assert "Seq Scan on evidence_app_evidence" not in plan, plan
+
+
+def test_it_caps_the_shown_columns_and_still_counts_every_signer(recipe: Recipe) -> None:
+    base = timezone.now() - timedelta(days=1)
+    total = selectors.COUNTED_COLUMNS_SHOWN + 5
+    for i in range(total):
+        EvidenceFactory(
+            recipe=recipe,
+            attested_at=base + timedelta(minutes=i),
+            check_results=results(operator_health="failed" if i == 0 else "passed"),
+        )
+    for _ in range(selectors.OTHER_COLUMNS_SHOWN + 2):
+        EvidenceFactory(
+            recipe=recipe,
+            signer=SignerFactory(counted=False),
+            check_results=results(operator_health="passed"),
+        )
+
+    grid = selectors.consensus_grid(recipe=recipe)
+    assert len(grid.counted_columns) == total
+    assert grid.is_capped
+    assert grid.shown_counted == selectors.COUNTED_COLUMNS_SHOWN
+    assert grid.shown_reported == selectors.OTHER_COLUMNS_SHOWN
+    # The oldest run (the only failure) is not shown, and still makes the row CONTESTED.
+    assert row(grid, "operator-health").state == CONTESTED
+    assert row(grid, "operator-health").consensus.reported == selectors.OTHER_COLUMNS_SHOWN + 2
+    assert all(cell.result == "pass" for cell in row(grid, "operator-health").cells[:40])
+    assert len(row(grid, "operator-health").cells) == len(grid.shown_columns)
+    assert all(len(p.summaries) == len(grid.shown_columns) for p in grid.phases)
+    shown_runs = {c.evidence.attested_at for c in grid.shown_columns if c.counted}
+    assert min(shown_runs) == base + timedelta(minutes=total - selectors.COUNTED_COLUMNS_SHOWN)
+
+    everything = selectors.consensus_grid(recipe=recipe, signers="all")
+    assert not everything.is_capped
+    assert everything.cappable
+    assert len(row(everything, "operator-health").cells) == len(everything.columns)
+    assert everything.state == grid.state
+    assert [r.state for r in everything.rows] == [r.state for r in grid.rows]

@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from evidence_app import selectors
 from evidence_app.corroborate import CONFIRMED, CONTESTED, FAILING, PARTIAL, SINGLE, UNTESTED
 from evidence_app.models import Evidence
 from recipes_app.models import Catalog, Recipe
@@ -663,3 +664,32 @@ def test_it_caps_the_withdrawn_list_and_counts_the_rest(client: Any, recipe: Rec
     assert withdrawn.count('<li class="is-withdrawn">') == 20
     assert "and 5 more withdrawn" in section
     assert body["evidence_summary"]["withdrawn_count"] == 25
+
+
+def test_it_caps_the_signer_columns_and_shows_all_on_request(client: Any, recipe: Recipe) -> None:
+    total = selectors.COUNTED_COLUMNS_SHOWN + 3
+    for i in range(total):
+        EvidenceFactory(
+            recipe=recipe,
+            attested_at=timezone.now() - timedelta(hours=total - i),
+            check_results=deployment(operator_health="failed" if i == 0 else "passed"),
+        )
+
+    page = client.get(detail_url(recipe.name)).content.decode()
+    section = consensus_section(page)
+    assert section.count('<th scope="col" class="signer-col') == selectors.COUNTED_COLUMNS_SHOWN
+    assert f"Showing {selectors.COUNTED_COLUMNS_SHOWN} of {total} counted signers" in section
+    assert "all are counted in the states" in section
+    assert f"/api/v1/evidence/?recipe={recipe.name}" in section
+    # The hidden oldest run's failure still counts.
+    assert grid_rows(page)["deployment/operator-health"] == CONTESTED
+
+    response = client.get(
+        detail_url(recipe.name) + "?signers=all",
+        headers={"HX-Request": "true", "HX-Target": "consensus"},
+    )
+    partial = response.content.decode()
+    assert partial.count('<th scope="col" class="signer-col') == total
+    assert 'name="signers" value="all"' in partial
+    assert "Show the newest only" in partial
+    assert grid_rows(partial)["deployment/operator-health"] == CONTESTED
