@@ -456,23 +456,10 @@ def _identity_of(bundle: Any) -> str:
 
 
 def _rates(fns: list[Callable[[], object]], seconds: float = 2.0, rounds: int = 7) -> list[float]:
-    """Best-of-rounds operations per second, interleaved (as bench/verification.py)."""
-    for fn in fns:
-        for _ in range(5):
-            fn()
-    best = [0.0] * len(fns)
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
-            count = 0
-            start = time.perf_counter()
-            deadline = start + seconds / rounds
-            while True:
-                fn()
-                count += 1
-                if time.perf_counter() >= deadline:
-                    break
-            best[i] = max(best[i], count / (time.perf_counter() - start))
-    return best
+    """Best-of-rounds operations per second, interleaved: bench/verification.py's measure."""
+    from bench.verification import rates
+
+    return rates(fns, seconds, rounds)
 
 
 def _bench_fixture() -> None:
