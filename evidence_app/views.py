@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.views import redirect_to_login
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.middleware.csrf import CsrfViewMiddleware
 from django.shortcuts import render
 from django.urls import reverse
@@ -19,8 +19,8 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_safe
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, push_url
-from django_htmx.middleware import HtmxDetails
 
+from aicr_site.lib.htmx import HtmxHttpRequest, wants_partial
 from evidence_app import permissions, selectors
 from evidence_app.forms import EvidenceUploadForm, WithdrawForm
 from evidence_app.models import Evidence, UploadLog
@@ -31,26 +31,7 @@ from evidence_app.services.staleness import StaleReason
 MULTIPART_OVERHEAD = 64 * 1024
 
 
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
-
-
-def _wants_partial(request: HtmxHttpRequest, *, target: str) -> bool:
-    """An htmx swap of ``#target``; a history restore still gets the whole page."""
-    htmx = request.htmx
-    return bool(htmx) and not htmx.history_restore_request and htmx.target == target
-
-
 # --- access --------------------------------------------------------------------------------
-
-
-def user_roles(user: Any) -> set[str]:
-    """The roles a signed-in user holds (``evidence_app.permissions``)."""
-    return permissions.roles_of(user)
-
-
-def can_upload(user: Any) -> bool:
-    return permissions.can_upload(user)
 
 
 def can_withdraw(user: Any, evidence: Evidence) -> bool:
@@ -82,7 +63,7 @@ def _refuse(request: HtmxHttpRequest, message: str) -> HttpResponse:
 def evidence_list(request: HtmxHttpRequest) -> HttpResponse:
     listing = selectors.evidence_listing(params=request.GET, page_number=request.GET.get("page"))
     context = {"listing": listing, "page": listing.page}
-    if _wants_partial(request, target="evidence-results"):
+    if wants_partial(request, target="evidence-results"):
         response = render(request, "evidence_app/list.html#results", context)
         return push_url(response, request.get_full_path())
     return render(request, "evidence_app/list.html", context)
@@ -93,7 +74,7 @@ def evidence_list(request: HtmxHttpRequest) -> HttpResponse:
 def evidence_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     evidence = _evidence_or_404(pk)
     allowed = can_withdraw(request.user, evidence)
-    if _wants_partial(request, target="withdrawal"):
+    if wants_partial(request, target="withdrawal"):
         if not allowed:
             return _refuse(request, "Only a maintainer or its uploader can withdraw evidence.")
         context = {"evidence": evidence, "form": WithdrawForm(), "can_withdraw": True}
@@ -117,7 +98,7 @@ def evidence_withdraw(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             withdrawal.evidence_withdraw(
                 evidence=evidence,
                 by=request.user,
-                roles=user_roles(request.user),
+                roles=permissions.roles_of(request.user),
                 reason=form.cleaned_data["reason"],
             )
         except withdrawal.WithdrawalError as exc:
@@ -136,7 +117,7 @@ def evidence_withdraw(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return render(request, template, context, status=status)
 
 
-def _csrf_refusal(request: HttpRequest) -> HttpResponse | None:
+def _csrf_refusal(request: HtmxHttpRequest) -> HttpResponse | None:
     """The CSRF check the middleware skipped for ``evidence_new`` (run after the size check)."""
     check = CsrfViewMiddleware(lambda _request: HttpResponse())
     check.process_request(request)
@@ -176,7 +157,7 @@ def _too_large(request: HtmxHttpRequest) -> HttpResponse | None:
 @csrf_exempt
 @require_http_methods(["GET", "HEAD", "POST"])
 def evidence_new(request: HtmxHttpRequest) -> HttpResponse:
-    if not can_upload(request.user):
+    if not permissions.can_upload(request.user):
         return _refuse(request, "Uploading evidence needs the contributor or maintainer role.")
     if request.method == "POST":
         refusal = _too_large(request) or _csrf_refusal(request)
@@ -243,7 +224,7 @@ def signer_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         raise Http404("No such signer.")
     page = selectors.signer_page(signer=signer, page_number=request.GET.get("page"))
     context = {"signer": signer, "page": page, "evidence_page": page.page}
-    if _wants_partial(request, target="signer-evidence"):
+    if wants_partial(request, target="signer-evidence"):
         response = render(request, "evidence_app/signer.html#evidence", context)
         return push_url(response, request.get_full_path())
     return render(request, "evidence_app/signer.html", context)

@@ -9,19 +9,15 @@ per-object permission to check. The consensus (grid, badges, filter) is read fro
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
-from django_htmx.middleware import HtmxDetails
 
+from aicr_site.lib.htmx import HtmxHttpRequest, wants_partial
 from evidence_app import selectors as evidence_selectors
 from recipes_app import selectors
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
 
 
 @require_safe
@@ -29,7 +25,7 @@ class HtmxHttpRequest(HttpRequest):
 def recipe_list(request: HtmxHttpRequest) -> HttpResponse:
     listing = selectors.recipe_listing(params=request.GET, page_number=request.GET.get("page"))
     status = 400 if listing.errors else 200
-    if _wants_partial(request, target="results"):
+    if wants_partial(request, target="results"):
         context = {
             "listing": listing,
             "page": listing.page,
@@ -64,18 +60,12 @@ def recipe_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
         return render(request, "recipes_app/not_found.html", context, status=404)
     status = 400 if page.diff.is_error else 200
     context = {"page": page, "recipe": page.recipe}
-    if _wants_partial(request, target="diff"):
+    if wants_partial(request, target="diff"):
         return render(request, "recipes_app/detail.html#diff", context, status=status)
     context["grid"] = evidence_selectors.consensus_grid(
         recipe=page.recipe, lens=request.GET.get("lens"), signers=request.GET.get("signers")
     )
-    if _wants_partial(request, target="consensus"):
+    if wants_partial(request, target="consensus"):
         response = render(request, "recipes_app/detail.html#consensus", context)
         return push_url(response, request.get_full_path())
     return render(request, "recipes_app/detail.html", context, status=status)
-
-
-def _wants_partial(request: HtmxHttpRequest, *, target: str) -> bool:
-    """An htmx swap of ``#target``; a history restore still gets the whole page."""
-    htmx = request.htmx
-    return bool(htmx) and not htmx.history_restore_request and htmx.target == target

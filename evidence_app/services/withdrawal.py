@@ -27,10 +27,6 @@ class WithdrawalError(Exception):
         self.message = message
 
 
-def can_withdraw(*, evidence: Evidence, user: Any, roles: set[str]) -> bool:
-    return permissions.can_withdraw(user, evidence, roles=roles)
-
-
 @transaction.atomic
 def evidence_withdraw(*, evidence: Evidence, by: Any, roles: set[str], reason: str) -> Evidence:
     """Withdraw ``evidence`` on behalf of ``by`` acting with ``roles``."""
@@ -41,7 +37,7 @@ def evidence_withdraw(*, evidence: Evidence, by: Any, roles: set[str], reason: s
         raise WithdrawalError(
             "reason-required", f"The reason is longer than {MAX_REASON} characters."
         )
-    if not can_withdraw(evidence=evidence, user=by, roles=roles):
+    if not permissions.can_withdraw(by, evidence, roles=roles):
         raise WithdrawalError(
             "forbidden",
             "Only a maintainer, or the contributor who uploaded it, may withdraw this evidence.",
