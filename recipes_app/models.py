@@ -37,6 +37,12 @@ class Catalog(models.Model):
     )
     files = models.JSONField(help_text="Relative path → text of every file the resolver reads.")
     file_count = models.PositiveIntegerField()
+    validator_catalog_version = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="metadata.version of validators/catalog.yaml; evidence made against an older "
+        "one is stale.",
+    )
     imported_at = models.DateTimeField(auto_now_add=True)
 
     objects = CatalogQuerySet.as_manager()

@@ -62,6 +62,7 @@ def catalog_import(*, files: Mapping[str, str], source: str, aicr_version: str) 
             content_digest=digest,
             files=dict(files),
             file_count=len(files),
+            validator_catalog_version=loaded.validator_catalog_version[:100],
         )
         recipes = [
             _recipe_row(catalog, name, leaf, profile, is_default, doc, previous_digests)

@@ -22,15 +22,12 @@ for a list in a fixed number of queries; ``stale_filter`` asks the same question
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-import yaml
 from django.conf import settings
 from django.db.models import Exists, F, Max, OuterRef, Q, QuerySet, Subquery, Value
-from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
@@ -53,7 +50,6 @@ CODES = (
     SIGNER_NOT_ALLOWLISTED,
     WITHDRAWN,
 )
-VALIDATOR_CATALOG_FILE = "validators/catalog.yaml"
 
 
 @dataclass(frozen=True)
@@ -168,34 +164,10 @@ def _v(version: str) -> str:
 
 # --- facts for a list ------------------------------------------------------------------------
 
-_validator_cache: dict[tuple[int, str], str] = {}
-_validator_lock = threading.Lock()
-
-
 def validator_catalog_version(catalog: Catalog | None) -> str:
-    """``metadata.version`` of the catalog's ``validators/catalog.yaml`` ('' when absent)."""
-    if catalog is None:
-        return ""
-    key = (catalog.pk, catalog.content_digest)
-    with _validator_lock:
-        if key in _validator_cache:
-            return _validator_cache[key]
-    text = (
-        Catalog.objects.filter(pk=catalog.pk)
-        .values_list(KT(f"files__{VALIDATOR_CATALOG_FILE}"), flat=True)
-        .first()
-    )
-    version = ""
-    if text:
-        try:
-            doc = yaml.safe_load(text)
-        except yaml.YAMLError:
-            doc = None
-        if isinstance(doc, dict) and isinstance(doc.get("metadata"), dict):
-            version = str(doc["metadata"].get("version") or "")[:100]
-    with _validator_lock:
-        _validator_cache[key] = version
-    return version
+    """``metadata.version`` of the catalog's ``validators/catalog.yaml`` ('' when absent),
+    recorded by the catalog importer."""
+    return catalog.validator_catalog_version if catalog is not None else ""
 
 
 def _newest(versions: Iterable[str]) -> str:
