@@ -207,9 +207,6 @@ class Verdict(models.TextChoices):
 
 
 class EvidenceQuerySet(models.QuerySet["Evidence"]):
-    def not_withdrawn(self) -> EvidenceQuerySet:
-        return self.filter(withdrawn_at__isnull=True)
-
     def counted(self) -> EvidenceQuerySet:
         """What consensus counts: verified, not withdrawn, counted signer, real hardware."""
         return self.filter(
@@ -218,12 +215,6 @@ class EvidenceQuerySet(models.QuerySet["Evidence"]):
             signer__counted=True,
             is_simulated=False,
         )
-
-    def for_recipe_name(self, name: str) -> EvidenceQuerySet:
-        return self.filter(recipe__name=name)
-
-    def verified(self) -> EvidenceQuerySet:
-        return self.filter(verdict=Verdict.VERIFIED)
 
     def for_listing(self) -> EvidenceQuerySet:
         """Rows for lists: the signer and recipe joined, the stored bytes left in the database."""
