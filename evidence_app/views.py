@@ -27,10 +27,6 @@ from evidence_app.models import Evidence, UploadLog
 from evidence_app.services import ingest, oci, withdrawal
 from evidence_app.services.staleness import StaleReason
 
-# Room for the multipart framing and the other form fields around the file(s).
-MULTIPART_OVERHEAD = 64 * 1024
-
-
 # --- access --------------------------------------------------------------------------------
 
 
@@ -126,17 +122,11 @@ def _csrf_refusal(request: HtmxHttpRequest) -> HttpResponse | None:
 
 def _too_large(request: HtmxHttpRequest) -> HttpResponse | None:
     """413 when ``Content-Length`` says the body is over the limit — before any of it is read."""
-    limit = ingest.max_upload_bytes()
-    declared = request.META.get("CONTENT_LENGTH") or "0"
-    size = int(declared) if declared.isdigit() else 0
-    if size <= limit + MULTIPART_OVERHEAD:
+    result = ingest.refuse_if_too_large(
+        content_length=request.META.get("CONTENT_LENGTH"), user=request.user, channel="form"
+    )
+    if result is None:
         return None
-    reason = (
-        f"upload of {size:,} bytes exceeds the limit of {limit:,} bytes (EVIDENCE_MAX_UPLOAD_BYTES)"
-    )
-    result = ingest.upload_refused(
-        user=request.user, channel="form", size=size, reason=reason, http_status=413
-    )
     context = {
         "verdict": result.verdict,
         "failed_step": result.failed_step,

@@ -49,14 +49,13 @@ from evidence_app.services.ingest import (
     IngestResult,
     evidence_ingest,
     max_upload_bytes,
-    upload_refused,
+    refuse_if_too_large,
 )
 from evidence_app.services.staleness import staleness_bulk
 from evidence_app.services.withdrawal import WithdrawalError, evidence_withdraw
 from evidence_app.verification._json import JSONLimitError, JSONLimits, load_json
 
 TAGS = ["evidence"]
-MULTIPART_OVERHEAD = 64 * 1024
 _BODY_LIMITS = JSONLimits(max_bytes=64 * 1024, max_depth=8, max_object_keys=16)
 WITHDRAWAL_STATUS = {"reason-required": 400, "forbidden": 403, "already-withdrawn": 409}
 
@@ -204,18 +203,11 @@ class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         tags=TAGS,
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        limit = max_upload_bytes()
-        declared = request.META.get("CONTENT_LENGTH") or "0"
-        size = int(declared) if declared.isdigit() else 0
-        if size > limit + MULTIPART_OVERHEAD:
-            result = upload_refused(
-                user=request.user,
-                channel="api",
-                size=size,
-                reason=f"upload of {size} bytes exceeds the limit of {limit} bytes",
-                http_status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
-            )
-            return Response(_result_body(result, request), status=result.http_status)
+        refused = refuse_if_too_large(
+            content_length=request.META.get("CONTENT_LENGTH"), user=request.user, channel="api"
+        )
+        if refused is not None:
+            return Response(_result_body(refused, request), status=refused.http_status)
 
         data = request.data
         if not hasattr(data, "getlist") and isinstance(data, dict):
@@ -244,6 +236,7 @@ class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
 
         bundle = values["bundle"]
         artifact_file = values.get("artifact")
+        limit = max_upload_bytes()
         blob = bundle.read(limit + 1)
         artifact = artifact_file.read(limit + 1) if artifact_file is not None else None
         result = evidence_ingest(

@@ -711,6 +711,28 @@ def _stored(
     return result
 
 
+# Room for the multipart framing and the other form fields around the file(s).
+MULTIPART_OVERHEAD = 64 * 1024
+
+
+def refuse_if_too_large(
+    *, content_length: str | None, user: Any, channel: str
+) -> IngestResult | None:
+    """Refuse (and log) an upload whose declared ``Content-Length`` is over the limit, before
+    any of the body is read; ``None`` when it may be read."""
+    limit = max_upload_bytes()
+    declared = content_length or "0"
+    size = int(declared) if declared.isdigit() else 0
+    if size <= limit + MULTIPART_OVERHEAD:
+        return None
+    reason = (
+        f"upload of {size:,} bytes exceeds the limit of {limit:,} bytes (EVIDENCE_MAX_UPLOAD_BYTES)"
+    )
+    return upload_refused(
+        user=user, channel=channel, size=size, reason=reason, http_status=STATUS_TOO_LARGE
+    )
+
+
 def upload_refused(
     *,
     user: Any,

@@ -164,6 +164,7 @@ def _v(version: str) -> str:
 
 # --- facts for a list ------------------------------------------------------------------------
 
+
 def validator_catalog_version(catalog: Catalog | None) -> str:
     """``metadata.version`` of the catalog's ``validators/catalog.yaml`` ('' when absent),
     recorded by the catalog importer."""

@@ -118,7 +118,7 @@ def test_it_refuses_an_oversized_upload_before_reading_it(
     large = _upload(api(contributor), b"{" + b" " * 5_000 + b"}")
 
     assert huge.status_code == 413
-    assert "exceeds the limit of 1000 bytes" in huge.json()["reason"]
+    assert "exceeds the limit of 1,000 bytes" in huge.json()["reason"]
     assert large.status_code == 413
     assert (large.json()["verdict"], large.json()["failed_step"]) == ("rejected", "parse")
     logs = UploadLog.objects.order_by("pk")
