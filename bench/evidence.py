@@ -68,7 +68,7 @@ os.environ.update(
 )
 os.environ.pop("REDIS_URL", None)
 
-FIXTURES = REPO.parent / "shared" / "fixtures" / "sigstore"
+FIXTURES = REPO / "tests" / "data" / "fixtures" / "sigstore"
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 FIRST_PARTY = "https://github.com/NVIDIA/aicr/.github/workflows/uat-aws.yaml@refs/heads/main"
 COMMUNITY_LABS = 10  # lab0..lab9 are allowlisted as community signers

@@ -1,6 +1,6 @@
 """Verification throughput: bundles per second per core, product path vs the bare libraries.
 
-Measured on the shared Sigstore fixtures (../shared/fixtures/sigstore/) and on AICR recipe
+Measured on the Sigstore fixtures in tests/data/fixtures/sigstore/ and on AICR recipe
 evidence signed by a private test instance (tests/sigstore_private.py):
 
 * keyless DSSE: ``verify_signature`` + ``parse_statement`` (the product path: bounded bundle
@@ -43,10 +43,10 @@ from evidence_app.verification import (  # noqa: E402
 from evidence_app.verification.signature import pae  # noqa: E402
 from evidence_app.verification.trust import load_trust_root_file  # noqa: E402
 
-FIXTURES = REPO.parent / "shared" / "fixtures" / "sigstore"
+FIXTURES = REPO / "tests" / "data" / "fixtures" / "sigstore"
 GOLDEN_STATEMENT = (
-    REPO.parent
-    / "shared/aicr/golden/generated/evidence-example-full/summary-bundle/statement.intoto.json"
+    REPO
+    / "tests/data/aicr/golden/generated/evidence-example-full/summary-bundle/statement.intoto.json"
 )
 KEYLESS = [
     "keyless-dsse-happy",

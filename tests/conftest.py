@@ -14,7 +14,7 @@ REAL_CATALOG_SOURCE = "aicr main-08 (tests)"
 
 @pytest.fixture(scope="session")
 def real_tree_files() -> dict[str, str]:
-    """The files of the real AICR recipe tree in ../shared (read once per session)."""
+    """The files of the real AICR recipe tree in tests/data (read once per session)."""
     return resolver.read_tree(RECIPES_TREE)
 
 
