@@ -1,4 +1,4 @@
-"""A private Sigstore instance for offline tests (the recipe of the team notes' PRIVATE-SIGSTORE.md).
+"""A private Sigstore instance for offline tests (as in the team notes' PRIVATE-SIGSTORE.md).
 
 ``PrivateSigstore()`` creates a Fulcio-style CA (P-384 root → P-384 intermediate), a CT log key,
 and a Rekor v1 log key (all ECDSA), and publishes them as a ``trusted_root.json``. It then issues
