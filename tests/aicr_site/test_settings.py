@@ -9,7 +9,7 @@ import sys
 from tests.shared_data import REPO_ROOT
 
 PRINT_SETTINGS = (
-    "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE','aicr_site.settings');"
+    "import django, os; os.environ['DJANGO_SETTINGS_MODULE'] = 'aicr_site.settings';"
     "django.setup(); from django.conf import settings as s;"
     "print(s.DEBUG, s.DATABASES['default']['ENGINE'], s.CELERY_TASK_ALWAYS_EAGER, s.ALLOWED_HOSTS)"
 )
@@ -31,8 +31,15 @@ def _run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_it_runs_embedded_with_nothing_set() -> None:
+def test_it_is_production_with_nothing_set() -> None:
+    """DEBUG is off unless asked for, so an unconfigured deployment refuses to start."""
     result = _run({})
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set when DEBUG is off" in result.stderr
+
+
+def test_it_runs_embedded_in_development_mode() -> None:
+    result = _run({"DEBUG": "1"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[:3] == ["True", "django.db.backends.sqlite3", "True"]
 
