@@ -1,8 +1,10 @@
 """Request guards that run before any view reads the request or queries the database, and the
 answers for what goes wrong anyway.
 
-- ``UnstorableTextMiddleware``: a NUL (or a lone surrogate) in the path, a query parameter or a
-  cookie is refused with 400 naming it; PostgreSQL cannot store or even compare such text.
+- ``UnstorableTextMiddleware``: a NUL in the path, a query parameter or a cookie is refused
+  with 400 naming it; PostgreSQL cannot store or even compare text holding one. (Other text is
+  storable: Django decodes paths and query strings with replacement characters, so no lone
+  surrogate reaches a view.)
 - ``RequestBodyLimitMiddleware``: a body over the route's cap is refused with 413 before it is
   read (``Content-Length``) or while it is read (chunked bodies); anonymous multipart bodies
   are parsed only on upload routes.
@@ -36,8 +38,7 @@ logger = logging.getLogger(__name__)
 
 GetResponse = Callable[[HttpRequest], HttpResponse]
 
-# NUL cannot be stored in PostgreSQL text; a lone surrogate cannot be encoded as UTF-8.
-UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+UNSTORABLE = re.compile("\x00")
 # Bodies read into memory up to this size; larger (chunked) ones spool to a temporary file.
 SPOOL_IN_MEMORY_BYTES = 1024 * 1024
 READ_CHUNK_BYTES = 64 * 1024
@@ -62,11 +63,8 @@ class UnstorableTextMiddleware:
                 request,
                 status=400,
                 message=(
-                    f"The {where} {name!r} contains a NUL character or an unpaired surrogate, "
-                    "which cannot be stored or searched for."
-                    if name
-                    else f"The {where} contains a NUL character or an unpaired surrogate, "
-                    "which cannot be stored or searched for."
+                    f"The {where}{f' {name!r}' if name else ''} contains a NUL character "
+                    "(U+0000), which cannot be stored or searched for."
                 ),
                 details={"parameter": name or where},
             )
@@ -212,9 +210,8 @@ _KEPT_HEADERS = ("Allow", "Retry-After", "WWW-Authenticate", "Connection")
 
 
 class ApiJsonErrorsMiddleware:
-    """API clients get JSON for every error, whoever produced it (Django's 404 and 405, the
-    CSRF failure page, a 500 with or without DEBUG, a proxy-style 413): never a page, never a
-    traceback."""
+    """API clients get JSON for every error, whoever produced it (Django's 404 and 405, a 500
+    with or without DEBUG): never a page, never a traceback."""
 
     def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
@@ -225,8 +222,6 @@ class ApiJsonErrorsMiddleware:
             return response
         status = response.status_code
         message = _MESSAGES.get(status, "The request failed.")
-        if status == 403 and "CSRF" in _text(response):
-            message = "CSRF verification failed: send the CSRF token, or use an API token."
         if status == 405 and response.has_header("Allow"):
             message = f"{request.method} is not allowed here; allowed: {response['Allow']}."
         json_response = error_response(
@@ -242,9 +237,3 @@ class ApiJsonErrorsMiddleware:
 def _is_json(response: HttpResponse) -> bool:
     media_type = response.get("Content-Type", "").split(";", 1)[0].strip().lower()
     return media_type == "application/json" or media_type.endswith("+json")
-
-
-def _text(response: HttpResponse) -> str:
-    if getattr(response, "streaming", False):
-        return ""
-    return response.content[:4096].decode("utf-8", "replace")
