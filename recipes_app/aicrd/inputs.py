@@ -212,6 +212,10 @@ def criteria_from_spec(spec: Any, *, where: str) -> CriteriaInput:
     if nodes is not None and nodes != "":
         if isinstance(nodes, bool) or not isinstance(nodes, int | str):
             raise InputError(f"{where}.nodes must be an integer")
+        if isinstance(nodes, int) and abs(nodes) >= 10**MAX_NODES_DIGITS:
+            # Checked before str(): YAML builds hex/octal integers of any size, and turning one
+            # past 4,300 digits into text raises.
+            raise InputError(f"invalid {where}.nodes value: more than {MAX_NODES_DIGITS} digits")
         _checked("nodes", str(nodes))
         values["nodes"] = nodes
     return CriteriaInput(values=values)
