@@ -297,6 +297,11 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_USERNAME_CALLABLE = "aicr_site.signin.throttle_username"
 AXES_LOCKOUT_CALLABLE = "aicr_site.signin.lockout_response"
 AXES_RESET_ON_SUCCESS = True
+# The address a failure counts against is REMOTE_ADDR, which a client cannot forge. Behind a
+# proxy that overwrites X-Forwarded-For with the client's address (deploy/nginx.conf), set
+# TRUST_X_FORWARDED_FOR=1 so clients are told apart instead of all counting as the proxy.
+if env_bool("TRUST_X_FORWARDED_FOR", default=False):
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "recipes:list"
 
