@@ -7,7 +7,6 @@ database, so it renders even when the database is what failed.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
@@ -16,7 +15,6 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
-from aicr_site.lib.db import is_database_busy
 from recipes_app.aicrd.errors import (
     INTERNAL,
     INVALID_REQUEST,
@@ -111,10 +109,6 @@ def page_not_found(request: HttpRequest, exception: Exception | None = None) -> 
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
-    # Called inside Django's exception handling: the exception is still current.
-    exc = sys.exc_info()[1]
-    if exc is not None and is_database_busy(exc):
-        return database_busy_response(request)
     return error_response(
         request,
         status=500,

@@ -8,8 +8,8 @@ answers for what goes wrong anyway.
 - ``RequestBodyLimitMiddleware``: a body over the route's cap is refused with 413 before it is
   read (``Content-Length``) or while it is read (chunked bodies); anonymous multipart bodies
   are parsed only on upload routes.
-- ``DatabaseBusyMiddleware``: a write that could not get the database answers 503 with
-  ``Retry-After`` instead of a 500.
+- ``DatabaseBusyMiddleware``: a request that could not get the database (locked, no free
+  connection) answers 503 with ``Retry-After`` instead of a 500, with or without DEBUG.
 - ``ApiJsonErrorsMiddleware``: every error under ``/api/`` and ``/v1/`` is JSON.
 """
 
@@ -17,22 +17,20 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import tempfile
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.conf import settings
 from django.core.handlers.wsgi import LimitedStream
+from django.core.signals import got_request_exception
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.urls import Resolver404, resolve
 from django.utils.datastructures import MultiValueDict
 
-from aicr_site.errors import (
-    database_busy_response,
-    error_response,
-    is_database_busy,
-    speaks_json,
-)
+from aicr_site.errors import database_busy_response, error_response, speaks_json
+from aicr_site.lib.db import is_database_busy
 
 logger = logging.getLogger(__name__)
 
@@ -183,17 +181,39 @@ def _buffer_chunked_body(request: HttpRequest, limit: int) -> None:
 
 
 class DatabaseBusyMiddleware:
+    """503 with Retry-After when the database was busy, wherever in the request it happened.
+
+    A view's exception arrives in ``process_exception``. One raised inside another middleware
+    (the session saved on the way out) never reaches this one: Django turns it into a 500 (with
+    DEBUG, a traceback page) right there, so the exception is noted on the request when Django
+    reports it (``got_request_exception``) and that 500 is replaced on its way out.
+    """
+
     def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request)
+        response = self.get_response(request)
+        if response.status_code == 500 and getattr(request, "database_busy", False):
+            response.close()
+            return database_busy_response(request)
+        return response
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not is_database_busy(exception):
             return None
         logger.warning("database busy on %s %s: %s", request.method, request.path, exception)
         return database_busy_response(request)
+
+
+def _note_database_busy(sender: Any, request: HttpRequest | None = None, **kwargs: Any) -> None:
+    # Sent from inside Django's exception handling: the exception is the current one.
+    exception = sys.exc_info()[1]
+    if request is not None and exception is not None and is_database_busy(exception):
+        request.database_busy = True  # type: ignore[attr-defined]
+
+
+got_request_exception.connect(_note_database_busy, dispatch_uid="aicr_site.database_busy")
 
 
 # Messages for error answers that reach /api/ or /v1/ as HTML or empty bodies.

@@ -53,6 +53,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Before anything reads the request or the database (aicr_site/middleware.py).
     "aicr_site.middleware.ApiJsonErrorsMiddleware",
+    "aicr_site.middleware.DatabaseBusyMiddleware",
     "aicr_site.middleware.UnstorableTextMiddleware",
     "aicr_site.middleware.RequestBodyLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -63,7 +64,6 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "aicr_site.middleware.DatabaseBusyMiddleware",
     "axes.middleware.AxesMiddleware",  # last, as django-axes requires
 ]
 

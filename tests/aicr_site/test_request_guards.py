@@ -296,3 +296,28 @@ def test_other_sqlite_errors_stay_500(monkeypatch: pytest.MonkeyPatch) -> None:
     response = Client(raise_request_exception=False).get("/api/v1/recipes/")
 
     assert response.status_code == 500
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_lock_met_outside_the_view_answers_503_too(
+    settings: Any, monkeypatch: pytest.MonkeyPatch, django_user_model: Any, debug: bool
+) -> None:
+    """The session is saved by its middleware after the view: a lock there is no 500 either
+    (with DEBUG it was a traceback page)."""
+    from django.contrib.sessions.backends.db import SessionStore
+
+    settings.DEBUG = debug
+    django_user_model.objects.create_user("locked-out", password="pw-for-tests-1")
+    monkeypatch.setattr(SessionStore, "save", _locked)
+    client = Client(raise_request_exception=False)
+
+    response = client.post(
+        "/accounts/login/",
+        "username=locked-out&password=pw-for-tests-1",
+        content_type="application/x-www-form-urlencoded",
+    )
+
+    assert response.status_code == 503
+    assert response["Retry-After"] == str(settings.DB_RETRY_AFTER_SECONDS)
+    assert "Traceback" not in response.content.decode()
