@@ -321,3 +321,25 @@ def test_a_lock_met_outside_the_view_answers_503_too(
     assert response.status_code == 503
     assert response["Retry-After"] == str(settings.DB_RETRY_AFTER_SECONDS)
     assert "Traceback" not in response.content.decode()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("post", "/api/v1/evidence/1/withdraw", 401),
+        ("get", "/api/v1/uploads/1/", 401),
+        ("get", "/api/v1/evidence/999999/", 404),
+        ("get", "/api/v1/recipes/no-such-recipe/", 404),
+        ("delete", "/api/v1/signers/", 405),
+    ],
+)
+@pytest.mark.parametrize("accept", ["application/json", "text/html,*/*;q=0.8"])
+def test_api_errors_are_json_whatever_the_client_accepts(
+    client: Client, method: str, path: str, status: int, accept: str
+) -> None:
+    response = getattr(client, method)(path, headers={"Accept": accept})
+
+    assert response.status_code == status
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["detail"]
