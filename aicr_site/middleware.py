@@ -94,7 +94,7 @@ class RequestBodyLimitMiddleware:
         upload_route = _route_name(request) in settings.REQUEST_UPLOAD_ROUTES
         request.upload_route = upload_route  # type: ignore[attr-defined]
         raw_length = request.META.get("CONTENT_LENGTH") or ""
-        if raw_length and not raw_length.isdigit():
+        if raw_length and not (raw_length.isascii() and raw_length.isdigit()):
             return error_response(
                 request,
                 status=400,
