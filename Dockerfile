@@ -9,7 +9,8 @@ COPY . .
 RUN DEBUG=0 SECRET_KEY=collectstatic-only-not-a-real-key ALLOWED_HOSTS=build \
     .venv/bin/python manage.py collectstatic --no-input --verbosity 0
 # The code stays root-owned and read-only to the process, which runs unprivileged.
-RUN useradd --system --uid 10001 --user-group --no-create-home --home-dir /nonexistent app
+RUN groupadd --system --gid 10001 app \
+    && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent app
 USER 10001:10001
 ENV DEBUG=0 PYTHONDONTWRITEBYTECODE=1
 EXPOSE 8000
