@@ -36,7 +36,7 @@ run: $(VENV)/.synced
 	$(VENV)/bin/celery -A aicr_site worker -B --queues validation,ingest,celery --concurrency 2 \
 	  --schedule .run/celerybeat-schedule --loglevel INFO & worker=$$!; \
 	$(VENV)/bin/gunicorn aicr_site.wsgi:application --bind $(HOST):$(PORT) \
-	  --workers $(WEB_WORKERS) --threads $(WEB_THREADS) --access-logfile - & web=$$!; \
+	  --workers $(WEB_WORKERS) --threads $(WEB_THREADS) --graceful-timeout 5 --access-logfile - & web=$$!; \
 	trap 'kill -TERM $$web $$worker 2>/dev/null' INT TERM; \
 	wait -n $$web $$worker; kill -TERM $$web $$worker 2>/dev/null; wait
 
