@@ -218,8 +218,10 @@ if CELERY_EMBEDDED_BROKER:
         "data_folder_out": str(CELERY_EMBEDDED_DIR / "queue"),
         "processed_folder": str(CELERY_EMBEDDED_DIR / "processed"),
         "store_processed": False,
+        # Exchange bindings; kombu's default is ./control in the working directory.
+        "control_folder": str(CELERY_EMBEDDED_DIR / "control"),
     }
-    for _folder in ("queue", "processed"):
+    for _folder in ("queue", "processed", "control"):
         (CELERY_EMBEDDED_DIR / _folder).mkdir(parents=True, exist_ok=True)
     CELERY_RESULT_BACKEND = None
 else:

@@ -63,6 +63,8 @@ def test_a_worker_takes_tasks_from_the_embedded_broker(tmp_path: Path) -> None:
         worker.wait(timeout=30)
 
     text = log_path.read_text()
+    assert not (REPO_ROOT / "control").exists()  # kombu's state stays in the embedded folder
+    assert (tmp_path / "celery" / "control" / "ingest.exchange").exists()
     assert "beat: Starting" in text, text[-2000:]
     assert "('ingest', 40, 2)" in text, text[-2000:]
     assert "('validation', 40, 2)" in text, text[-2000:]
