@@ -19,11 +19,26 @@ $(VENV)/.synced: pyproject.toml uv.lock | $(UV)
 	$(UV) sync --frozen
 	touch $@
 
+# Development on this machine: DEBUG on, SQLite unless DATABASE_URL is set, gunicorn (threads,
+# static files through whitenoise) and a Celery worker with embedded beat. Without REDIS_URL the
+# worker's broker is kombu's filesystem transport under .run/ (no service needed). Ctrl-C stops
+# both processes.
+WEB_WORKERS ?= 2
+WEB_THREADS ?= 16
+run: export DEBUG ?= 1
 run: $(VENV)/.synced
 	$(MANAGE) migrate --no-input
+	$(MANAGE) collectstatic --no-input --verbosity 0
 	$(MANAGE) import_catalog
 	$(MANAGE) seed_demo
-	$(MANAGE) runserver $(HOST):$(PORT)
+	mkdir -p .run
+	@if [ -z "$$REDIS_URL" ]; then export CELERY_EMBEDDED_BROKER=1; fi; \
+	$(VENV)/bin/celery -A aicr_site worker -B --queues validation,ingest,celery --concurrency 2 \
+	  --schedule .run/celerybeat-schedule --loglevel INFO & worker=$$!; \
+	$(VENV)/bin/gunicorn aicr_site.wsgi:application --bind $(HOST):$(PORT) \
+	  --workers $(WEB_WORKERS) --threads $(WEB_THREADS) --graceful-timeout 5 --access-logfile - & web=$$!; \
+	trap 'kill -TERM $$web $$worker 2>/dev/null' INT TERM; \
+	wait -n $$web $$worker; kill -TERM $$web $$worker 2>/dev/null; wait
 
 test: $(VENV)/.synced
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -37,7 +52,7 @@ format: $(VENV)/.synced
 	$(VENV)/bin/ruff format .
 
 migrations-check: $(VENV)/.synced
-	$(MANAGE) makemigrations --check --dry-run
+	DEBUG=1 $(MANAGE) makemigrations --check --dry-run
 
 check-deploy: $(VENV)/.synced
 	DEBUG=0 SECRET_KEY=check-deploy-$$RANDOM$$RANDOM$$RANDOM$$RANDOM$$RANDOM-not-a-real-key \
@@ -54,4 +69,4 @@ snapshot: $(VENV)/.synced
 	  --source "github.com/NVIDIA/aicr main@8703d8cfb8dfbbfb3e5016d96c69209a57b19cae (2026-08-19)"
 
 clean:
-	rm -rf $(VENV) .tools db.sqlite3 staticfiles
+	rm -rf $(VENV) .tools db.sqlite3 db.sqlite3-wal db.sqlite3-shm staticfiles .run

@@ -1,13 +1,14 @@
 """Settings, all read from the environment.
 
-With nothing set, the site runs in development mode on SQLite with Celery tasks executed
-in-process (what `make run` uses). Production mode (`DEBUG=0`) refuses to start without
-`SECRET_KEY` and `ALLOWED_HOSTS`.
+DEBUG is off unless set: with nothing set the site is in production mode and refuses to start
+without `SECRET_KEY` and `ALLOWED_HOSTS`. `make run` sets `DEBUG=1` (development: SQLite,
+Celery through an embedded broker); the tests use `aicr_site.settings_test`.
 """
 
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -17,7 +18,7 @@ from aicr_site.lib.env import env_bool, env_list, env_required
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-DEBUG = env_bool("DEBUG", default=True)
+DEBUG = env_bool("DEBUG", default=False)
 
 if DEBUG:
     SECRET_KEY = os.environ.get("SECRET_KEY") or "dev-only-insecure-key-never-used-in-production"
@@ -41,6 +42,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "axes",
     "recipes_app",
     "evidence_app",
     "validators_app",
@@ -49,6 +51,11 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before anything reads the request or the database (aicr_site/middleware.py).
+    "aicr_site.middleware.ApiJsonErrorsMiddleware",
+    "aicr_site.middleware.DatabaseBusyMiddleware",
+    "aicr_site.middleware.UnstorableTextMiddleware",
+    "aicr_site.middleware.RequestBodyLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -57,6 +64,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes requires
 ]
 
 ROOT_URLCONF = "aicr_site.urls"
@@ -85,6 +93,7 @@ DATABASES = {
         conn_max_age=int(os.environ.get("DB_CONN_MAX_AGE", "60")),
     )
 }
+# Concurrency options for SQLite and PostgreSQL: see "Hardening" below.
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
@@ -196,10 +205,29 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-# Celery: with REDIS_URL a real broker and worker; without it tasks run in-process (make run).
-CELERY_BROKER_URL = REDIS_URL or "memory://"
-CELERY_RESULT_BACKEND = REDIS_URL or None
-CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+# Celery: with REDIS_URL a real broker and worker. Without it, `make run` sets
+# CELERY_EMBEDDED_BROKER=1: kombu's filesystem transport under .run/ (no service to install) and
+# a worker it starts beside the web server. With neither (the tests), tasks run in-process.
+CELERY_EMBEDDED_BROKER = env_bool("CELERY_EMBEDDED_BROKER", default=False) and not REDIS_URL
+CELERY_EMBEDDED_DIR = Path(os.environ.get("CELERY_EMBEDDED_DIR") or BASE_DIR / ".run" / "celery")
+if CELERY_EMBEDDED_BROKER:
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        # One folder both ways: the web process writes messages, the worker reads them.
+        "data_folder_in": str(CELERY_EMBEDDED_DIR / "queue"),
+        "data_folder_out": str(CELERY_EMBEDDED_DIR / "queue"),
+        "processed_folder": str(CELERY_EMBEDDED_DIR / "processed"),
+        "store_processed": False,
+        # Exchange bindings; kombu's default is ./control in the working directory.
+        "control_folder": str(CELERY_EMBEDDED_DIR / "control"),
+    }
+    for _folder in ("queue", "processed", "control"):
+        (CELERY_EMBEDDED_DIR / _folder).mkdir(parents=True, exist_ok=True)
+    CELERY_RESULT_BACKEND = None
+else:
+    CELERY_BROKER_URL = REDIS_URL or "memory://"
+    CELERY_RESULT_BACKEND = REDIS_URL or None
+CELERY_TASK_ALWAYS_EAGER = not (REDIS_URL or CELERY_EMBEDDED_BROKER)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
@@ -219,6 +247,65 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
+
+# --- Hardening: databases under concurrency, request limits, sign-in throttling, errors ------
+# Every value can be set from the environment.
+
+# SQLite (the embedded default) with concurrent writers: WAL lets readers run beside the one
+# writer; IMMEDIATE takes the write lock when a transaction starts, so two writers queue on the
+# busy timeout instead of one failing mid-transaction with "database is locked". A write that
+# still cannot get the lock answers 503 with Retry-After (aicr_site.middleware).
+DB_BUSY_TIMEOUT_SECONDS = float(os.environ.get("DB_BUSY_TIMEOUT_SECONDS", "20"))
+DB_RETRY_AFTER_SECONDS = int(os.environ.get("DB_RETRY_AFTER_SECONDS", "2"))
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        transaction_mode="IMMEDIATE",
+        timeout=DB_BUSY_TIMEOUT_SECONDS,
+        init_command="PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    )
+# PostgreSQL through psycopg's pool, so a threaded server holds at most DB_POOL_MAX_SIZE
+# connections per process however many requests run (the pool replaces persistent connections).
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool(
+    "DB_POOL", default=True
+):
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": int(os.environ.get("DB_POOL_MIN_SIZE", "1")),
+        "max_size": int(os.environ.get("DB_POOL_MAX_SIZE", "10")),
+        # A request waits this long for a free connection, then answers 503.
+        "timeout": float(os.environ.get("DB_POOL_TIMEOUT_SECONDS", "10")),
+    }
+
+# Request bodies are refused (413) before they are read when larger than the route's cap:
+# evidence uploads get EVIDENCE_MAX_UPLOAD_BYTES (below), every other route this.
+REQUEST_MAX_BODY_BYTES = int(os.environ.get("REQUEST_MAX_BODY_BYTES", str(1024 * 1024)))
+# Routes (URL names) that take uploads: their own cap, and the only ones that parse multipart
+# bodies from anonymous clients (the API's own token check refuses those that lack one).
+REQUEST_UPLOAD_ROUTES = ("evidence:new", "api:evidence-list")
+
+# Sign-in throttling (django-axes) on /accounts/login/ and /admin/login/: after
+# LOGIN_FAILURE_LIMIT failures for one username from one address, sign-in is refused (429)
+# for LOGIN_COOLOFF_MINUTES. The username is normalised the way authentication does it, so
+# "admin ", its full-width form (U+FF41…) and "admin" share one counter.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+LOGIN_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "10"))
+LOGIN_COOLOFF_MINUTES = int(os.environ.get("LOGIN_COOLOFF_MINUTES", "15"))
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_COOLOFF_MINUTES)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_USERNAME_CALLABLE = "aicr_site.signin.throttle_username"
+AXES_LOCKOUT_CALLABLE = "aicr_site.signin.lockout_response"
+AXES_RESET_ON_SUCCESS = True
+# The address a failure counts against is REMOTE_ADDR, which a client cannot forge. Behind a
+# proxy that overwrites X-Forwarded-For with the client's address (deploy/nginx.conf), set
+# TRUST_X_FORWARDED_FOR=1 so clients are told apart instead of all counting as the proxy.
+if env_bool("TRUST_X_FORWARDED_FOR", default=False):
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "recipes:list"
 
 # --- Evidence ingest (evidence_app) -----------------------------------------------------------
 # Added by the evidence app; every value can be set from the environment.

@@ -98,6 +98,7 @@ def read_body(request: HttpRequest) -> bytes:
     too_large = AicrdError(
         "Request body exceeds maximum allowed size",
         details={"limit_bytes": MAX_BODY_BYTES},
+        status=413,  # aicrd: INVALID_REQUEST, but 413 for an oversized body
     )
     try:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
@@ -156,6 +157,11 @@ def _load_yaml(text: str) -> Any:
         raise InputError(f"failed to parse YAML body: {shorten(problem)}") from None
     except RecursionError:
         raise InputError("failed to parse YAML body: nesting too deep") from None
+    except (ValueError, OverflowError) as exc:
+        # A scalar the constructors cannot build: an integer past Python's 4,300-digit
+        # conversion limit, a date like 2026-13-45.
+        problem = " ".join(str(exc).split())
+        raise InputError(f"failed to parse YAML body: {shorten(problem)}") from None
 
 
 def _reject_constant(name: str) -> Any:
@@ -206,6 +212,10 @@ def criteria_from_spec(spec: Any, *, where: str) -> CriteriaInput:
     if nodes is not None and nodes != "":
         if isinstance(nodes, bool) or not isinstance(nodes, int | str):
             raise InputError(f"{where}.nodes must be an integer")
+        if isinstance(nodes, int) and abs(nodes) >= 10**MAX_NODES_DIGITS:
+            # Checked before str(): YAML builds hex/octal integers of any size, and turning one
+            # past 4,300 digits into text raises.
+            raise InputError(f"invalid {where}.nodes value: more than {MAX_NODES_DIGITS} digits")
         _checked("nodes", str(nodes))
         values["nodes"] = nodes
     return CriteriaInput(values=values)

@@ -14,15 +14,18 @@ from datetime import date, datetime
 from functools import wraps
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from aicr_site.lib.db import is_database_busy
 from recipes_app.aicrd import hydrate as hydration
 from recipes_app.aicrd.errors import (
     INTERNAL,
     METHOD_NOT_ALLOWED,
     NOT_FOUND,
     REQUEST_ID_HEADER,
+    SERVICE_UNAVAILABLE,
     AicrdError,
     error_response,
     request_id,
@@ -65,7 +68,18 @@ def aicrd_endpoint(view: View) -> Callable[[HttpRequest], HttpResponse]:
             response = view(request)
         except AicrdError as error:
             return error_response(error, request_id=rid)
-        except Exception:
+        except Exception as exc:
+            if is_database_busy(exc):
+                # Retryable: the database was locked or out of connections for a moment.
+                logger.warning("aicrd %s %s: database busy: %s", request.method, request.path, exc)
+                return error_response(
+                    AicrdError(
+                        "Database busy",
+                        code=SERVICE_UNAVAILABLE,
+                        headers={"Retry-After": str(settings.DB_RETRY_AFTER_SECONDS)},
+                    ),
+                    request_id=rid,
+                )
             # aicrd answers an unexpected failure as a retryable INTERNAL error, never a page.
             logger.exception("aicrd %s %s failed (request %s)", request.method, request.path, rid)
             return error_response(

@@ -384,7 +384,7 @@ def test_it_refuses_bodies_over_one_mebibyte(client: Client, size: int) -> None:
 
     response = post(client, "/v1/recipe", body, "application/json")
 
-    answer = assert_error_shape(response, 400)
+    answer = assert_error_shape(response, 413)  # aicrd: INVALID_REQUEST with HTTP 413
     assert answer["message"] == "Request body exceeds maximum allowed size"
     assert answer["details"] == {"limit_bytes": 1024 * 1024}
 

@@ -229,7 +229,8 @@ def test_it_escapes_user_input(client, real_catalog):
         ({"page": "9" * 30}, 200),
         ({"page": "last"}, 200),
         ({"q": "x" * 201}, 400),
-        ({"q": "nul\x00byte"}, 400),
+        # A NUL is refused before the view by aicr_site's middleware (tests/aicr_site/
+        # test_request_guards.py), with a plain 400 page naming the parameter.
         ({"service": ""}, 200),
     ],
 )
