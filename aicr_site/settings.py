@@ -271,3 +271,37 @@ EVIDENCE_OCI_TIMEOUT_SECONDS = float(os.environ.get("EVIDENCE_OCI_TIMEOUT_SECOND
 EVIDENCE_OCI_LEASE_SECONDS = float(os.environ.get("EVIDENCE_OCI_LEASE_SECONDS", str(15 * 60)))
 # Evidence attested longer ago than this is stale ("older than 30 days").
 EVIDENCE_STALE_AFTER_DAYS = int(os.environ.get("EVIDENCE_STALE_AFTER_DAYS", "30"))
+
+# --- Validation runs (validators_app) ---------------------------------------------------------
+# Runs (RUNS): a running run whose worker sent no heartbeat for this long is taken over by the
+# next claim (the beat reaper re-enqueues it) and resumes at the check it was on.
+VALIDATION_HEARTBEAT_STALE_SECONDS = float(
+    os.environ.get("VALIDATION_HEARTBEAT_STALE_SECONDS", "90")
+)
+# Claims per run (first start + takeovers) before it ends `error` saying its workers died.
+VALIDATION_MAX_ATTEMPTS = int(os.environ.get("VALIDATION_MAX_ATTEMPTS", "3"))
+# A queued run whose task message was sent this long ago and never claimed is sent again.
+VALIDATION_REQUEUE_QUEUED_SECONDS = float(
+    os.environ.get("VALIDATION_REQUEUE_QUEUED_SECONDS", str(10 * 60))
+)
+VALIDATION_REAP_INTERVAL_SECONDS = float(os.environ.get("VALIDATION_REAP_INTERVAL_SECONDS", "30"))
+# The longest a run may take on one worker (all phases); it then ends `error`.
+VALIDATION_RUN_TIME_LIMIT_SECONDS = int(
+    os.environ.get("VALIDATION_RUN_TIME_LIMIT_SECONDS", str(6 * 60 * 60))
+)
+# What the orchestrator emulates and where it runs (AICR's flags / environment variables):
+# "" = the recipe catalog's AICR version label.
+VALIDATION_AICR_VERSION = os.environ.get("VALIDATION_AICR_VERSION", "")
+VALIDATION_NAMESPACE = os.environ.get("VALIDATION_NAMESPACE", "aicr-validation")
+VALIDATION_AGENT_IMAGE = os.environ.get("AICR_VALIDATOR_IMAGE", "")
+VALIDATION_IMAGE_REGISTRY = os.environ.get("AICR_VALIDATOR_IMAGE_REGISTRY", "")
+VALIDATION_IMAGE_TAG = os.environ.get("AICR_VALIDATOR_IMAGE_TAG", "")
+VALIDATION_SNAPSHOT_TIMEOUT_SECONDS = float(
+    os.environ.get("VALIDATION_SNAPSHOT_TIMEOUT_SECONDS", "300")
+)
+CELERY_BEAT_SCHEDULE = {
+    "validation-runs-reaper": {
+        "task": "validators_app.tasks.runs_reap",
+        "schedule": VALIDATION_REAP_INTERVAL_SECONDS,
+    },
+}

@@ -166,6 +166,9 @@ class ValidationRun(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # When the run's task was last sent to the broker: the reaper re-sends a queued run whose
+    # message was lost (broker restarted, enqueue failed) once this is old.
+    enqueued_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     cancel_requested = models.BooleanField(default=False)
 

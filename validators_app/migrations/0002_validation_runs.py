@@ -34,6 +34,7 @@ class Migration(migrations.Migration):
                 ('started_at', models.DateTimeField(blank=True, null=True)),
                 ('finished_at', models.DateTimeField(blank=True, null=True)),
                 ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
+                ('enqueued_at', models.DateTimeField(blank=True, null=True)),
                 ('attempts', models.PositiveIntegerField(default=0)),
                 ('cancel_requested', models.BooleanField(default=False)),
                 ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='runs', to='validators_app.cluster')),
