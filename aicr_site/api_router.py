@@ -13,6 +13,7 @@ from evidence_app.api.views import (
     UploadDetailView,
 )
 from recipes_app.api.views import RecipeQueryView, RecipeResolvedYAMLView, RecipeViewSet
+from validators_app.api.runs import RunCtrfView, RunViewSet
 
 app_name = "api"
 
@@ -21,6 +22,7 @@ router.include_format_suffixes = False  # recipe names contain dots: "….json" 
 router.register("recipes", RecipeViewSet, basename="recipe")
 router.register("evidence", EvidenceViewSet, basename="evidence")
 router.register("signers", SignerViewSet, basename="signer")
+router.register("runs", RunViewSet, basename="run")
 
 urlpatterns = [
     re_path(
@@ -38,5 +40,6 @@ urlpatterns = [
         name="evidence-withdraw",
     ),
     path("uploads/<int:pk>/", UploadDetailView.as_view(), name="upload-detail"),
+    re_path(r"^runs/(?P<pk>[0-9]+)/ctrf\.json$", RunCtrfView.as_view(), name="run-ctrf"),
     *router.urls,
 ]
