@@ -305,3 +305,24 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": VALIDATION_REAP_INTERVAL_SECONDS,
     },
 }
+# Clusters (CLUSTERS): Fernet keys for kubeconfigs at rest, comma-separated, newest first (the
+# first encrypts, all decrypt; `manage.py rotate_cluster_keys` re-encrypts after adding one).
+# Unset in development: a local key is generated into the git-ignored file below.
+from cryptography.fernet import Fernet  # noqa: E402
+
+CLUSTER_KUBECONFIG_KEYS = env_list("CLUSTER_KUBECONFIG_KEY", [])
+for _key in CLUSTER_KUBECONFIG_KEYS:
+    try:
+        Fernet(_key.encode("ascii"))
+    except (ValueError, UnicodeEncodeError):
+        raise ImproperlyConfigured(
+            "CLUSTER_KUBECONFIG_KEY holds a value that is not a Fernet key (32 url-safe base64 "
+            "bytes; make one with `python manage.py ensure_local_keys --print`)"
+        ) from None
+CLUSTER_KUBECONFIG_LOCAL_KEY_FILE = (
+    BASE_DIR / ".local" / "cluster-kubeconfig.key"
+    if DEBUG and not CLUSTER_KUBECONFIG_KEYS
+    else None
+)
+# "Test connection" waits at most this long for the API server (in the web request).
+CLUSTER_TEST_TIMEOUT_SECONDS = float(os.environ.get("CLUSTER_TEST_TIMEOUT_SECONDS", "10"))
