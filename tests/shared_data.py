@@ -9,3 +9,7 @@ SHARED = REPO_ROOT.parent / "shared"
 AICR = SHARED / "aicr"
 RECIPES_TREE = AICR / "recipes"
 GOLDEN = AICR / "golden"
+# AICR's complete example bundle (pkg/evidence/attestation.Emit, unsigned) and the snapshot it
+# was emitted from (the mock snapshot with a Snapshot header).
+EVIDENCE_EXAMPLE_BUNDLE = GOLDEN / "generated" / "evidence-example-full" / "summary-bundle"
+SNAPSHOT_EXAMPLE = AICR / "_generated" / "snapshot-example.yaml"
