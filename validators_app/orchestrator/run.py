@@ -1,0 +1,693 @@
+"""``run_validation``: AICR's ``aicr validate`` sequence against one cluster (§1-§7).
+
+snapshot agent → readiness → declared-check pre-flight → namespace, per-run RBAC, data
+ConfigMaps → one Job per selected check (sequential, catalog order) → wait → extraction → CTRF
+per phase → cleanup. Errors that AICR turns into exit 2/5/8 (readiness, pre-flight, prepare,
+an API that keeps failing, RBAC revocation) end the run as ``error`` with no CTRF.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import urllib3
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from recipes_app.resolver.yamlv3 import marshal_deterministic
+
+from . import agent, plan
+from .ctrf import build_phase_report, exit_code_status, merge_reports, phase_status, to_bytes
+from .images import default_agent_image
+from .kube import (
+    AlreadyExists,
+    ApiUnavailable,
+    Kube,
+    NotFound,
+    RetryPolicy,
+    describe,
+    sleep_backoff,
+)
+from .logs import cap_message, process_logs
+from .model import PHASE_ORDER, CheckOutcome, RunHooks, RunOutcome, RunSpec
+from .readiness import check_readiness
+
+__all__ = ["run_validation"]
+
+log = logging.getLogger(__name__)
+
+WAIT_BUFFER_S = 30  # defaults.ValidatorWaitBuffer
+POLL_S = 2.0  # longest gap between heartbeats / cancel polls while waiting
+POD_GONE_S = 60  # wait for a deleted Job's pod
+AGENT_GONE_S = 30  # wait for an old agent Job's deletion
+MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024
+
+
+class RunError(Exception):
+    """Ends the run as ``error`` with this message (AICR: exit 2/5/8, no CTRF)."""
+
+
+class Cancelled(Exception):
+    """hooks.cancel_requested() said so."""
+
+
+class _WaitExpired(Exception):
+    """The wait budget ran out before the Job was terminal."""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _parse_time(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _terminal(job: Mapping[str, Any] | None) -> bool:
+    for cond in ((job or {}).get("status") or {}).get("conditions") or ():
+        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+            return True
+    return False
+
+
+def _failed_condition(job: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    for cond in ((job or {}).get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "Failed" and cond.get("status") == "True":
+            return cond
+    return None
+
+
+class _NullSafeSnapshot(yaml.SafeLoader):
+    """SafeLoader that refuses anchors/aliases: a snapshot has none, a YAML bomb needs them."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.YAMLError("aliases are not allowed in a snapshot")
+        event = self.peek_event()
+        if getattr(event, "anchor", None):
+            raise yaml.YAMLError("anchors are not allowed in a snapshot")
+        return super().compose_node(parent, index)
+
+
+def parse_snapshot(text: str) -> dict[str, Any]:
+    """The agent's snapshot YAML, bounded and alias-free; RunError when unusable."""
+    if len(text.encode("utf-8", "replace")) > MAX_SNAPSHOT_BYTES:
+        raise RunError(f"snapshot is larger than {MAX_SNAPSHOT_BYTES} bytes")
+    try:
+        doc = yaml.load(text, Loader=_NullSafeSnapshot)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise RunError(f"snapshot is not valid YAML: {exc}") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("measurements"), list):
+        raise RunError("snapshot has no measurements list")
+    return doc
+
+
+class _Run:
+    def __init__(
+        self, api: client.ApiClient, spec: RunSpec, hooks: RunHooks, retry: RetryPolicy | None
+    ) -> None:
+        self.kube = Kube(api, retry)
+        self.spec = spec
+        self.hooks = hooks
+        self.ns = spec.namespace
+        self.images = plan.ImageSettings(
+            version=spec.aicr_version,
+            commit=spec.aicr_commit,
+            registry=spec.image_registry,
+            tag=spec.image_tag,
+        )
+        self.resuming = spec.snapshot_yaml is not None or bool(spec.completed)
+        self.checks: list[CheckOutcome] = []
+        self.prepared = False
+
+    # --- paths ------------------------------------------------------------------------------
+
+    def _ns_path(self, kind: str, name: str = "") -> str:
+        base = {
+            "configmaps": f"/api/v1/namespaces/{self.ns}/configmaps",
+            "serviceaccounts": f"/api/v1/namespaces/{self.ns}/serviceaccounts",
+            "pods": f"/api/v1/namespaces/{self.ns}/pods",
+            "jobs": f"/apis/batch/v1/namespaces/{self.ns}/jobs",
+            "roles": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{self.ns}/roles",
+            "rolebindings": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{self.ns}/rolebindings",
+        }[kind]
+        return f"{base}/{name}" if name else base
+
+    @staticmethod
+    def _cluster_path(kind: str, name: str = "") -> str:
+        base = {
+            "namespaces": "/api/v1/namespaces",
+            "nodes": "/api/v1/nodes",
+            "clusterroles": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+            "clusterrolebindings": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        }[kind]
+        return f"{base}/{name}" if name else base
+
+    # --- the sequence -----------------------------------------------------------------------
+
+    def execute(self) -> RunOutcome:
+        spec = self.spec
+        snapshot_yaml = spec.snapshot_yaml
+        try:
+            if not plan.valid_run_id(spec.run_id):
+                raise RunError(f"invalid run ID {spec.run_id!r}: want YYYYMMDD-HHMMSS-<16 hex>")
+            phases = self._phases()
+            if snapshot_yaml is None:
+                snapshot_yaml = self._take_snapshot()
+                self.hooks.snapshot_taken(snapshot_yaml)
+            snapshot = parse_snapshot(snapshot_yaml)
+            failure = check_readiness(spec.recipe, snapshot)
+            if failure is not None:
+                return RunOutcome("error", failure.message, snapshot_yaml)
+            entries = plan.catalog_entries(spec.validator_catalog)
+            try:
+                selected = {p: plan.select_checks(spec.recipe, entries, p) for p in phases}
+            except plan.PreflightError as exc:
+                return RunOutcome("error", str(exc), snapshot_yaml)
+            self._prepare(snapshot)
+            reports = self._phase_loop(phases, selected)
+            self._cleanup(strict=True)
+        except Cancelled:
+            self._cleanup(strict=False)
+            return RunOutcome("cancelled", "", snapshot_yaml, checks=tuple(self.checks))
+        except (RunError, ApiUnavailable, plan.PreflightError) as exc:
+            self._cleanup(strict=False)
+            return RunOutcome("error", str(exc), snapshot_yaml, checks=tuple(self.checks))
+        phase_bytes = {p: to_bytes(r) for p, r in reports.items()}
+        merged = to_bytes(merge_reports(spec.aicr_version, list(reports.values())))
+        failed = any(phase_status(r) in ("failed", "other") for r in reports.values())
+        return RunOutcome(
+            "failed" if failed else "passed",
+            "",
+            snapshot_yaml,
+            phase_bytes,
+            merged,
+            tuple(self.checks),
+        )
+
+    def _phases(self) -> tuple[str, ...]:
+        phases: list[str] = []
+        for p in self.spec.phases or PHASE_ORDER:
+            if p not in PHASE_ORDER:
+                raise RunError(f"unknown phase {p!r}: want one of {', '.join(PHASE_ORDER)}")
+            if p not in phases:
+                phases.append(p)  # ParsePhaseSelection keeps the user's order, deduplicated
+        return tuple(phases)
+
+    def _check_cancel(self) -> None:
+        self.hooks.heartbeat()
+        if self.hooks.cancel_requested():
+            raise Cancelled
+
+    # --- §2 snapshot agent --------------------------------------------------------------------
+
+    def _create_or_update(self, what: str, collection: str, body: Mapping[str, Any]) -> None:
+        try:
+            self.kube.create(what, collection, body)
+        except AlreadyExists:
+            self.kube.replace(what, f"{collection}/{body['metadata']['name']}", body)
+
+    def _take_snapshot(self) -> str:
+        kube, ns = self.kube, self.ns
+        try:
+            kube.create("create namespace", self._cluster_path("namespaces"), {
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": ns, "labels": {"app.kubernetes.io/managed-by": "aicr"}},
+            })  # fmt: skip
+        except AlreadyExists:
+            kube.merge_patch(
+                "label namespace", self._cluster_path("namespaces", ns),
+                {"metadata": {"labels": {"app.kubernetes.io/managed-by": "aicr"}}},
+            )  # fmt: skip
+        self._create_or_update(
+            "agent service account", self._ns_path("serviceaccounts"), agent.service_account(ns)
+        )
+        self._create_or_update("agent role", self._ns_path("roles"), agent.role(ns))
+        self._create_or_update(
+            "agent role binding", self._ns_path("rolebindings"), agent.role_binding(ns)
+        )
+        self._create_or_update(
+            "agent cluster role", self._cluster_path("clusterroles"), agent.cluster_role()
+        )
+        self._create_or_update(
+            "agent cluster role binding",
+            self._cluster_path("clusterrolebindings"),
+            agent.cluster_role_binding(ns),
+        )
+        try:
+            # A fixed name: an earlier agent Job is deleted first and its deletion awaited (≤30 s).
+            if kube.delete(
+                "delete old agent job", self._ns_path("jobs", agent.AGENT_JOB), foreground=True
+            ):
+                self._await_gone(self._ns_path("jobs", agent.AGENT_JOB), AGENT_GONE_S)
+            gpu_nodes = kube.list(
+                "list GPU nodes",
+                self._cluster_path("nodes"),
+                label="nvidia.com/gpu.present=true",
+                limit="1",
+            )
+            selector = {"nvidia.com/gpu.present": "true"} if gpu_nodes.get("items") else {}
+            image = self.spec.agent_image or default_agent_image(self.spec.aicr_version)
+            kube.create("create agent job", self._ns_path("jobs"), agent.job(ns, image, selector))
+            try:
+                job = self._wait_job(agent.AGENT_JOB, self.spec.snapshot_timeout_s)
+            except _WaitExpired:
+                raise RunError(
+                    f"snapshot agent Job {agent.AGENT_JOB} did not complete within "
+                    f"{plan.go_duration(self.spec.snapshot_timeout_s)}"
+                ) from None
+            failed = _failed_condition(job)
+            if failed is not None:
+                reason, detail = failed.get("reason", ""), failed.get("message", "")
+                raise RunError(
+                    f"snapshot agent Job {agent.AGENT_JOB} failed ({reason}): {detail}"
+                    + self._agent_log_tail()
+                )
+            cm = kube.get("read snapshot", self._ns_path("configmaps", agent.SNAPSHOT_CONFIGMAP))
+            text = ((cm or {}).get("data") or {}).get("snapshot.yaml")
+            if not isinstance(text, str) or not text.strip():
+                raise RunError(
+                    f"ConfigMap {agent.SNAPSHOT_CONFIGMAP} has no snapshot.yaml "
+                    "after the agent completed"
+                )
+            return text
+        finally:
+            self._agent_cleanup()
+
+    def _agent_log_tail(self) -> str:
+        try:
+            pods = self.kube.list(
+                "list agent pods",
+                self._ns_path("pods"),
+                label=f"batch.kubernetes.io/job-name={agent.AGENT_JOB}",
+            )
+            pod = _pick_pod(pods.get("items") or [])
+            if pod is None:
+                return ""
+            lines, _ = process_logs(
+                self.kube.log("agent log", self.ns, pod["metadata"]["name"], "aicr")
+            )
+            return "\nagent log (last lines):\n" + "\n".join(lines[-20:]) if lines else ""
+        except (ApiUnavailable, NotFound):
+            return ""
+
+    def _agent_cleanup(self) -> None:
+        for what, path, fg in (
+            ("delete agent job", self._ns_path("jobs", agent.AGENT_JOB), True),
+            (
+                "delete agent service account",
+                self._ns_path("serviceaccounts", agent.AGENT_SA),
+                False,
+            ),
+            ("delete agent role", self._ns_path("roles", agent.AGENT_SA), False),
+            ("delete agent role binding", self._ns_path("rolebindings", agent.AGENT_SA), False),
+            (
+                "delete agent cluster role",
+                self._cluster_path("clusterroles", agent.AGENT_CLUSTER_ROLE),
+                False,
+            ),
+            (
+                "delete agent cluster role binding",
+                self._cluster_path("clusterrolebindings", agent.AGENT_CLUSTER_ROLE),
+                False,
+            ),
+        ):
+            try:
+                self.kube.delete(what, path, foreground=fg)
+            except (ApiUnavailable, OSError) as exc:
+                log.warning("%s: %s", what, exc)
+
+    # --- §4 per-run objects ---------------------------------------------------------------
+
+    def _prepare(self, snapshot: Mapping[str, Any]) -> None:
+        kube, ns, run_id = self.kube, self.ns, self.spec.run_id
+        kube.apply("apply namespace", self._cluster_path("namespaces", ns), plan.namespace_body(ns))
+        sa = plan.service_account_body(run_id, ns)
+        crb = plan.cluster_role_binding_body(run_id, ns)
+        kube.apply(
+            "apply validator service account",
+            self._ns_path("serviceaccounts", sa["metadata"]["name"]),
+            sa,
+        )
+        self.prepared = True  # from here on the RBAC must be revoked whatever happens
+        kube.apply(
+            "apply validator cluster role binding",
+            self._cluster_path("clusterrolebindings", crb["metadata"]["name"]),
+            crb,
+        )
+        try:
+            snapshot_text = marshal_deterministic(snapshot)
+            validation_text = marshal_deterministic(plan.validation_input(self.spec.recipe))
+        except ValueError as exc:
+            raise RunError(f"cannot serialize the run's data ConfigMaps: {exc}") from exc
+        for name, key, text in (
+            (f"aicr-snapshot-{run_id}", "snapshot.yaml", snapshot_text),
+            (f"aicr-validation-{run_id}", "validation.yaml", validation_text),
+        ):
+            body = plan.data_config_map(name, key, text, run_id=run_id, namespace=ns)
+            try:
+                kube.create(f"create ConfigMap {name}", self._ns_path("configmaps"), body)
+            except AlreadyExists:
+                current = (
+                    kube.get(f"read ConfigMap {name}", self._ns_path("configmaps", name)) or {}
+                )
+                current.setdefault("metadata", {})["labels"] = body["metadata"]["labels"]
+                current["data"] = body["data"]
+                kube.replace(f"update ConfigMap {name}", self._ns_path("configmaps", name), current)
+
+    # --- §6 phases and checks -------------------------------------------------------------
+
+    def _phase_loop(
+        self, phases: tuple[str, ...], selected: Mapping[str, list[plan.CatalogEntry]]
+    ) -> dict[str, dict[str, Any]]:
+        done = {(c.phase, c.name): c for c in self.spec.completed}
+        reports: dict[str, dict[str, Any]] = {}
+        for phase in phases:
+            self.hooks.phase_started(phase)
+            start = _now_ms()
+            outcomes: list[CheckOutcome] = []
+            for entry in selected[phase]:
+                outcome = done.get((phase, entry.name))
+                if outcome is None:
+                    self._check_cancel()
+                    outcome = self._run_check(entry)
+                    self.hooks.check_finished(outcome)
+                outcomes.append(outcome)
+                self.checks.append(outcome)
+            report = build_phase_report(
+                version=self.spec.aicr_version, outcomes=outcomes, start_ms=start, stop_ms=_now_ms()
+            )
+            reports[phase] = report
+            self._store_report(phase, report)
+        return reports
+
+    def _store_report(self, phase: str, report: Mapping[str, Any]) -> None:
+        """Best effort, as AICR: SSA ConfigMap aicr-ctrf-<runID>-<phase>, manager aicr-validator."""
+        body = plan.ctrf_config_map(
+            to_bytes(report).decode("utf-8").rstrip("\n"),
+            run_id=self.spec.run_id,
+            phase=phase,
+            namespace=self.ns,
+        )
+        try:
+            self.kube.apply(
+                f"store {phase} CTRF",
+                self._ns_path("configmaps", body["metadata"]["name"]),
+                body,
+                manager="aicr-validator",
+            )
+        except (ApiUnavailable, NotFound, AlreadyExists) as exc:
+            log.warning("storing the %s CTRF ConfigMap failed: %s", phase, exc)
+
+    def _run_check(self, entry: plan.CatalogEntry) -> CheckOutcome:
+        name = plan.job_name(self.spec.run_id, entry.name)
+        self.hooks.check_started(entry.phase, entry.name, name)
+        path = self._ns_path("jobs", name)
+        existing = self.kube.get("read job", path) if self.resuming else None
+        if existing is None:
+            body = plan.render_job(
+                entry,
+                run_id=self.spec.run_id,
+                namespace=self.ns,
+                recipe=self.spec.recipe,
+                images=self.images,
+            )
+            try:
+                self.kube.apply(f"apply job {name}", path, body)
+            except (ApiUnavailable, AlreadyExists, NotFound) as exc:
+                return _outcome(entry, name, -1, f"failed to deploy Job: {exc}", 0, b"")
+        try:
+            try:
+                job = self._wait_job(name, entry.deadline_s + WAIT_BUFFER_S)
+            except _WaitExpired:
+                timeout = plan.go_duration(entry.deadline_s)
+                return self._handle_timeout(
+                    entry, name, f"timeout: validator did not complete within {timeout}"
+                )
+            return self._extract(entry, name, job)
+        finally:
+            # After extraction, on cancel and on errors alike: the Job in flight goes.
+            self._delete_job(name)
+
+    def _wait_job(self, name: str, budget_s: float) -> dict[str, Any]:
+        """WaitForJobTerminal: GET, then WATCH by field selector from its resourceVersion.
+
+        The watch is opened in windows of ≤ POLL_S so the run heartbeats and sees a cancel;
+        a window that simply ends re-watches from the last resourceVersion, a closed or
+        expired (410) watch re-lists after AICR's 2 s ±20 % backoff.
+        """
+        deadline = time.monotonic() + budget_s
+        path = self._ns_path("jobs", name)
+        job = self.kube.get(f"read job {name}", path)
+        if job is None:
+            raise RunError(f"Job {name} not found after it was applied")
+        rv = job["metadata"].get("resourceVersion", "")
+        failures = 0
+        while not _terminal(job):
+            self._check_cancel()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _WaitExpired
+            try:
+                for event in self.kube.watch_jobs(
+                    self.ns, name, rv, int(min(POLL_S, max(1, remaining)))
+                ):
+                    obj = event.get("raw_object") or event.get("object") or {}
+                    if event.get("type") == "DELETED":
+                        raise RunError(f"Job {name} was deleted while waiting for it")
+                    if isinstance(obj, dict) and obj.get("metadata", {}).get("name") == name:
+                        job = obj
+                        rv = obj["metadata"].get("resourceVersion", rv)
+                        if _terminal(job):
+                            return job
+                    self._check_cancel()
+                failures = 0
+            except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+                failures += 1
+                if failures >= self.kube.retry.attempts:
+                    raise ApiUnavailable(
+                        f"watch job {name}: Kubernetes API still failing after "
+                        f"{failures} attempt(s): {describe(exc)}"
+                    ) from exc
+                if time.monotonic() + 2.0 > deadline:
+                    raise _WaitExpired from exc
+                sleep_backoff()
+                listed = self.kube.list(
+                    f"list job {name}", self._ns_path("jobs"), field=f"metadata.name={name}"
+                )
+                items = listed.get("items") or []
+                if not items:
+                    raise RunError(f"Job {name} disappeared while waiting for it") from exc
+                job = items[0]
+                rv = (listed.get("metadata") or {}).get("resourceVersion") or job["metadata"].get(
+                    "resourceVersion", ""
+                )
+        return job
+
+    def _find_pod(self, job_name: str) -> dict[str, Any] | None:
+        pods = self.kube.list(
+            f"list pods of {job_name}",
+            self._ns_path("pods"),
+            label=f"batch.kubernetes.io/job-name={job_name}",
+        )
+        return _pick_pod(pods.get("items") or [])
+
+    def _read_log(self, pod: Mapping[str, Any]) -> bytes:
+        try:
+            return self.kube.log(
+                "read validator log", self.ns, pod["metadata"]["name"], "validator"
+            )
+        except (ApiUnavailable, NotFound) as exc:
+            log.warning("log read failed: %s", exc)  # only a warning in AICR
+            return b""
+
+    def _extract(self, entry: plan.CatalogEntry, name: str, job: Mapping[str, Any]) -> CheckOutcome:
+        """ExtractResult (§6.3)."""
+        pod = self._find_pod(name)
+        if pod is None:
+            cond = _failed_condition(job)
+            if cond is not None and cond.get("reason") == "DeadlineExceeded":
+                deadline = plan.go_duration(
+                    job.get("spec", {}).get("activeDeadlineSeconds") or entry.deadline_s
+                )
+                message = (
+                    f"validator Job did not complete within its {deadline} deadline; no pod "
+                    "remains for it, so its logs are unavailable (Job condition "
+                    f"Failed/DeadlineExceeded: {cond.get('message', '')})"
+                )
+                return _outcome(entry, name, 1, message, 0, b"")
+            if cond is not None:
+                message = (
+                    f"Job {name} failed ({cond.get('reason', '')}): {cond.get('message', '')}; "
+                    f"pod not found: no pods match batch.kubernetes.io/job-name={name}"
+                )
+                return _outcome(entry, name, -1, message, 0, b"")
+            return _outcome(
+                entry,
+                name,
+                -1,
+                f"pod not found for Job {name}: no pods match batch.kubernetes.io/job-name={name}",
+                0,
+                b"",
+            )
+        status = _container_status(pod)
+        if status is None:
+            return _outcome(
+                entry,
+                name,
+                -1,
+                'container "validator" not found (validator package contract)',
+                0,
+                self._read_log(pod),
+            )
+        state = status.get("state") or {}
+        if "terminated" in state and state["terminated"] is not None:
+            return self._terminated(entry, name, state["terminated"], self._read_log(pod))
+        if state.get("waiting") is not None:
+            w = state["waiting"]
+            return _outcome(
+                entry, name, -1, f"{w.get('reason', '')}: {w.get('message', '')}", 0, b""
+            )
+        return _outcome(
+            entry, name, -1, "container still running after wait completed", 0, self._read_log(pod)
+        )
+
+    def _terminated(
+        self, entry: plan.CatalogEntry, name: str, term: Mapping[str, Any], logs: bytes
+    ) -> CheckOutcome:
+        code = int(term.get("exitCode", -1))
+        message = cap_message(str(term.get("message") or "").encode("utf-8", "surrogatepass"))
+        if term.get("reason") == "OOMKilled":
+            message = "Container OOMKilled"
+        started, finished = _parse_time(term.get("startedAt")), _parse_time(term.get("finishedAt"))
+        duration = (
+            int((finished - started) * 1000)
+            if started is not None and finished is not None and finished >= started
+            else 0
+        )
+        return _outcome(entry, name, code, message, duration, logs)
+
+    def _handle_timeout(self, entry: plan.CatalogEntry, name: str, fallback: str) -> CheckOutcome:
+        """HandleTimeout (§6.4): read what exists; the real exit code if it did terminate."""
+        pod = self._find_pod(name)
+        if pod is None:
+            return _outcome(entry, name, -1, "pod never reached running state", 0, b"")
+        logs = self._read_log(pod)
+        status = _container_status(pod)
+        term = ((status or {}).get("state") or {}).get("terminated")
+        if term:
+            return self._terminated(entry, name, term, logs)
+        return _outcome(entry, name, -1, fallback, 0, logs)
+
+    def _delete_job(self, name: str) -> None:
+        """Delete the Job (Foreground) and wait ≤60 s for its pod to go (a warning otherwise)."""
+        try:
+            if self.kube.delete(f"delete job {name}", self._ns_path("jobs", name), foreground=True):
+                deadline = time.monotonic() + POD_GONE_S
+                delay = 0.01
+                while self._find_pod(name) is not None:
+                    if time.monotonic() > deadline:
+                        log.warning(
+                            "pod of Job %s still present %ss after deletion", name, POD_GONE_S
+                        )
+                        break
+                    time.sleep(delay)
+                    delay = min(delay * 2, 1.0)
+        except (ApiUnavailable, OSError) as exc:
+            log.warning("delete job %s: %s", name, exc)
+
+    def _await_gone(self, path: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        delay = 0.01
+        while self.kube.get("await deletion", path) is not None and time.monotonic() < deadline:
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    # --- §7 cleanup -------------------------------------------------------------------------
+
+    def _cleanup(self, *, strict: bool) -> None:
+        """CRB then SA (a failure is a run error when ``strict``), then the ConfigMaps (warned)."""
+        if not self.prepared:
+            return
+        self.prepared = False
+        run_id = self.spec.run_id
+        rbac = (
+            (
+                "revoke cluster role binding",
+                self._cluster_path("clusterrolebindings", f"aicr-validator-{run_id}"),
+            ),
+            (
+                "delete service account",
+                self._ns_path("serviceaccounts", f"aicr-validator-{run_id}"),
+            ),
+        )
+        for what, path in rbac:
+            try:
+                self.kube.delete(what, path)
+            except ApiUnavailable as exc:
+                if strict:
+                    raise RunError(f"failed to revoke validator RBAC: {exc}") from exc
+                log.warning("%s: %s", what, exc)
+        names = [f"aicr-snapshot-{run_id}", f"aicr-validation-{run_id}"] + [
+            f"aicr-ctrf-{run_id}-{p}" for p in PHASE_ORDER
+        ]
+        for cm in names:
+            try:
+                self.kube.delete(f"delete ConfigMap {cm}", self._ns_path("configmaps", cm))
+            except ApiUnavailable as exc:
+                log.warning("delete ConfigMap %s: %s", cm, exc)
+
+
+def _pick_pod(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """find.go: skip terminating pods; newest non-Failed, else newest Failed."""
+    live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
+
+    def created(p: Mapping[str, Any]) -> float:
+        return _parse_time((p.get("metadata") or {}).get("creationTimestamp")) or 0.0
+
+    running = [p for p in live if (p.get("status") or {}).get("phase") != "Failed"]
+    for group in (running, live):
+        if group:
+            return max(group, key=created)
+    return None
+
+
+def _container_status(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for status in (pod.get("status") or {}).get("containerStatuses") or ():
+        if status.get("name") == "validator":
+            return status
+    return None
+
+
+def _outcome(
+    entry: plan.CatalogEntry, job_name: str, code: int, message: str, duration_ms: int, logs: bytes
+) -> CheckOutcome:
+    stdout, extra = process_logs(logs)
+    return CheckOutcome(
+        phase=entry.phase,
+        name=entry.name,
+        status=exit_code_status(code),
+        exit_code=code,
+        message=message,
+        duration_ms=duration_ms,
+        stdout=stdout,
+        extra=extra,
+        job_name=job_name,
+    )
+
+
+def run_validation(
+    api: client.ApiClient, spec: RunSpec, hooks: RunHooks, *, retry: RetryPolicy | None = None
+) -> RunOutcome:
+    """Run ``spec`` on the cluster behind ``api``; never raises for cluster-side failures."""
+    return _Run(api, spec, hooks, retry).execute()
