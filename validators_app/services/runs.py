@@ -25,12 +25,10 @@ The lifecycle, and who moves it::
 from __future__ import annotations
 
 import logging
-import secrets
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import yaml
@@ -52,6 +50,7 @@ from validators_app.models import (
     RunStatus,
     ValidationRun,
 )
+from validators_app.services import clusters
 
 logger = logging.getLogger(__name__)
 
@@ -92,13 +91,6 @@ class RunStartError(Exception):
         self.code = code
         self.field = field
         self.active_run = active_run
-
-
-def aicr_run_id(now: datetime | None = None) -> str:
-    """AICR's ``GenerateRunID``: ``YYYYMMDD-HHMMSS-<16 hex>`` (UTC here: workers have no "local
-    time" a user would recognise)."""
-    now = now or datetime.now(UTC)
-    return f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(8)}"
 
 
 def phases_parse(value: Any) -> tuple[str, ...]:
@@ -186,7 +178,7 @@ def run_start(
                 cluster=cluster,
                 recipe=recipe,
                 phases=list(chosen),
-                aicr_run_id=aicr_run_id(),
+                aicr_run_id=orchestrator.generate_run_id(),
                 aicr_version=aicr_version_for(recipe),
                 created_by=by if getattr(by, "is_authenticated", False) else None,
                 enqueued_at=now,
@@ -434,7 +426,7 @@ def run_execute(*, run_id: int) -> ValidationRun | None:
     hooks = DbRunHooks(claim)
     try:
         spec = spec_for(run)
-        with api_client_for(run.cluster) as api:
+        with clusters.cluster_api_client(run.cluster) as api:
             outcome = orchestrator.run_validation(api, spec, hooks)
     except ClaimLost:
         logger.warning("validation run %s: claim lost, leaving it to its new worker", run_id)
@@ -456,16 +448,6 @@ def run_execute(*, run_id: int) -> ValidationRun | None:
             snapshot_yaml=None,
         )
     return run_finish(claim=claim, outcome=outcome)
-
-
-@contextmanager
-def api_client_for(cluster: Cluster) -> Iterator[Any]:
-    """A ``kubernetes`` ApiClient from the cluster's decrypted kubeconfig (closed after use)."""
-    from validators_app import crypto, kubeconfig
-
-    text = crypto.kubeconfig_decrypt(cluster.kubeconfig_encrypted)
-    with kubeconfig.api_client(text, environment=cluster.environment) as api:
-        yield api
 
 
 # --- finish -----------------------------------------------------------------------------------
