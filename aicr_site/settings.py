@@ -326,3 +326,10 @@ CLUSTER_KUBECONFIG_LOCAL_KEY_FILE = (
 )
 # "Test connection" waits at most this long for the API server (in the web request).
 CLUSTER_TEST_TIMEOUT_SECONDS = float(os.environ.get("CLUSTER_TEST_TIMEOUT_SECONDS", "10"))
+# Run evidence (EVIDENCE): the site's ECDSA P-256 private key (PEM) that signs the evidence of
+# finished runs; registered as a SigningKey on first use. Unset in development: a local key is
+# generated into the git-ignored file below by `manage.py ensure_site_key`.
+SITE_SIGNING_KEY = os.environ.get("SITE_SIGNING_KEY", "")
+SITE_SIGNING_LOCAL_KEY_FILE = (
+    BASE_DIR / ".local" / "site-signing-key.pem" if DEBUG and not SITE_SIGNING_KEY else None
+)
