@@ -13,6 +13,7 @@ from evidence_app.api.views import (
     UploadDetailView,
 )
 from recipes_app.api.views import RecipeQueryView, RecipeResolvedYAMLView, RecipeViewSet
+from validators_app.api.clusters import ClusterTestView, ClusterViewSet
 from validators_app.api.runs import RunCtrfView, RunViewSet
 
 app_name = "api"
@@ -23,6 +24,7 @@ router.register("recipes", RecipeViewSet, basename="recipe")
 router.register("evidence", EvidenceViewSet, basename="evidence")
 router.register("signers", SignerViewSet, basename="signer")
 router.register("runs", RunViewSet, basename="run")
+router.register("clusters", ClusterViewSet, basename="cluster")
 
 urlpatterns = [
     re_path(
@@ -41,5 +43,6 @@ urlpatterns = [
     ),
     path("uploads/<int:pk>/", UploadDetailView.as_view(), name="upload-detail"),
     re_path(r"^runs/(?P<pk>[0-9]+)/ctrf\.json$", RunCtrfView.as_view(), name="run-ctrf"),
+    path("clusters/<int:pk>/test/", ClusterTestView.as_view(), name="cluster-test"),
     *router.urls,
 ]

@@ -188,6 +188,10 @@ def api_client(text: str | bytes, *, environment: str) -> Iterator[k8s_client.Ap
     creds = checked._credentials
     configuration = k8s_client.Configuration(host=checked.info.server.rstrip("/"))
     configuration.verify_ssl = creds.verify_tls
+    # No retries inside urllib3 (its default retries a refused or hung connection 3 times,
+    # multiplying every timeout by 4): the orchestrator retries with backoff itself. No
+    # redirects either: an API server has no reason to send the bearer token elsewhere.
+    configuration.retries = urllib3.Retry(total=0, redirect=0)
     if creds.ca_pem:
         configuration.ca_cert_data = creds.ca_pem.decode("ascii")
     if creds.tls_server_name:

@@ -6,7 +6,16 @@ import base64
 import datetime
 import functools
 import ipaddress
+import json
+import socket
+import ssl
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -157,3 +166,80 @@ def client_certificate_user() -> dict[str, str]:
         "client-certificate-data": b64(pki().client_cert_pem),
         "client-key-data": b64(pki().client_key_pem),
     }
+
+
+VERSION = {
+    "major": "1",
+    "minor": "32",
+    "gitVersion": "v1.32.4",
+    "gitCommit": "0" * 40,
+    "gitTreeState": "clean",
+    "buildDate": "2025-04-22T00:00:00Z",
+    "goVersion": "go1.23.8",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+
+
+class VersionHandler(BaseHTTPRequestHandler):
+    """Answers GET /version like a kube-apiserver (and records the Authorization header)."""
+
+    seen_authorization: list[str] = []
+
+    def do_GET(self) -> None:
+        self.seen_authorization.append(self.headers.get("Authorization", ""))
+        body = json.dumps(VERSION).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def serve_version(*, tls: bool = False) -> Iterator[str]:
+    """A loopback server answering /version; with ``tls`` it requires a client certificate
+    signed by the test CA. Yields its URL."""
+    VersionHandler.seen_authorization = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), VersionHandler)
+    if tls:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        with tempfile.TemporaryDirectory() as directory:
+            chain = Path(directory, "server.pem")
+            chain.write_bytes(pki().server_cert_pem + pki().server_key_pem)
+            context.load_cert_chain(chain)
+            ca = Path(directory, "ca.pem")
+            ca.write_bytes(pki().ca_pem)
+            context.load_verify_locations(ca)
+        context.verify_mode = ssl.CERT_REQUIRED
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def silent_server() -> Iterator[str]:
+    """A loopback port that accepts connections and never answers (a hung API server)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+
+
+def closed_port_url() -> str:
+    """A loopback URL nothing listens on (connection refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"

@@ -3,13 +3,8 @@ leaks a secret; a checked kubeconfig drives a real kubernetes client over HTTP a
 
 from __future__ import annotations
 
-import json
 import os
-import ssl
-import tempfile
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -17,11 +12,13 @@ from kubernetes import client as k8s_client
 
 from tests.validators_app.kubeconfigs import (
     SECRET_TOKEN,
+    VersionHandler,
     b64,
     client_certificate_user,
     https_kubeconfig,
     kubeconfig,
     pki,
+    serve_version,
 )
 from validators_app.kubeconfig import (
     MAX_KUBECONFIG_BYTES,
@@ -305,66 +302,17 @@ def test_it_refuses_an_unknown_environment() -> None:
 # --- a real client built from it ---------------------------------------------------------------
 
 
-VERSION = {
-    "major": "1",
-    "minor": "32",
-    "gitVersion": "v1.32.4",
-    "gitCommit": "0" * 40,
-    "gitTreeState": "clean",
-    "buildDate": "2025-04-22T00:00:00Z",
-    "goVersion": "go1.23.8",
-    "compiler": "gc",
-    "platform": "linux/amd64",
-}
-
-
-class _VersionHandler(BaseHTTPRequestHandler):
-    seen_authorization: list[str] = []
-
-    def do_GET(self) -> None:
-        self.seen_authorization.append(self.headers.get("Authorization", ""))
-        body = json.dumps(VERSION).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def version_server(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A loopback server answering /version; with ``tls`` it requires a client certificate
-    signed by the test CA."""
-    tls = getattr(request, "param", False)
-    _VersionHandler.seen_authorization = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _VersionHandler)
-    if tls:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        with tempfile.TemporaryDirectory() as directory:
-            chain = Path(directory, "server.pem")
-            chain.write_bytes(pki().server_cert_pem + pki().server_key_pem)
-            context.load_cert_chain(chain)
-            ca = Path(directory, "ca.pem")
-            ca.write_bytes(pki().ca_pem)
-            context.load_verify_locations(ca)
-        context.verify_mode = ssl.CERT_REQUIRED
-        server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    scheme = "https" if tls else "http"
-    yield f"{scheme}://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serve_version(tls=getattr(request, "param", False)) as url:
+        yield url
 
 
 def test_the_client_sends_the_token_to_a_loopback_http_server(version_server: str) -> None:
     with api_client(kubeconfig(server=version_server), environment="simulated") as api:
         version = k8s_client.VersionApi(api).get_code(_request_timeout=5)
     assert version.git_version == "v1.32.4"
-    assert _VersionHandler.seen_authorization == [f"Bearer {SECRET_TOKEN}"]
+    assert VersionHandler.seen_authorization == [f"Bearer {SECRET_TOKEN}"]
 
 
 @pytest.mark.parametrize("version_server", [True], indirect=True)
