@@ -18,10 +18,11 @@ def _transport_detail(exc: BaseException, timeout_s: float) -> str:
     reason = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason else exc
     if isinstance(reason, (urllib3.exceptions.SSLError, ssl.SSLError)):
         return f"TLS verification failed: {reason}"
-    if isinstance(reason, (urllib3.exceptions.TimeoutError, socket.timeout, TimeoutError)):
-        return f"timed out after {timeout_s:g}s: {reason}"
+    # NewConnectionError subclasses ConnectTimeoutError in urllib3: test it first.
     if isinstance(reason, (urllib3.exceptions.NewConnectionError, ConnectionError)):
         return f"unreachable: {reason}"
+    if isinstance(reason, (urllib3.exceptions.TimeoutError, socket.timeout, TimeoutError)):
+        return f"timed out after {timeout_s:g}s: {reason}"
     if isinstance(reason, urllib3.exceptions.ProtocolError):
         return f"connection broken: {reason}"
     return f"{type(reason).__name__}: {reason}"

@@ -280,9 +280,11 @@ class _Run:
                     f"ConfigMap {agent.SNAPSHOT_CONFIGMAP} has no snapshot.yaml "
                     "after the agent completed"
                 )
-            return text
-        finally:
+        except (Cancelled, RunError, ApiUnavailable):
             self._agent_cleanup()
+            raise
+        self._agent_cleanup()
+        return text
 
     def _agent_log_tail(self) -> str:
         try:
@@ -431,13 +433,18 @@ class _Run:
                 job = self._wait_job(name, entry.deadline_s + WAIT_BUFFER_S)
             except _WaitExpired:
                 timeout = plan.go_duration(entry.deadline_s)
-                return self._handle_timeout(
+                outcome = self._handle_timeout(
                     entry, name, f"timeout: validator did not complete within {timeout}"
                 )
-            return self._extract(entry, name, job)
-        finally:
-            # After extraction, on cancel and on errors alike: the Job in flight goes.
-            self._delete_job(name)
+            else:
+                outcome = self._extract(entry, name, job)
+        except (Cancelled, RunError, ApiUnavailable):
+            self._delete_job(name)  # the Job in flight goes with the run
+            raise
+        # Not in a ``finally``: when a hook raises (the run's claim moved to another worker),
+        # nothing is deleted, so the new worker adopts this Job by its deterministic name.
+        self._delete_job(name)
+        return outcome
 
     def _wait_job(self, name: str, budget_s: float) -> dict[str, Any]:
         """WaitForJobTerminal: GET, then WATCH by field selector from its resourceVersion.
@@ -458,41 +465,49 @@ class _Run:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise _WaitExpired
+            events = self.kube.watch_jobs(self.ns, name, rv, int(min(POLL_S, max(1, remaining))))
             try:
-                for event in self.kube.watch_jobs(
-                    self.ns, name, rv, int(min(POLL_S, max(1, remaining)))
-                ):
-                    obj = event.get("raw_object") or event.get("object") or {}
+                while True:
+                    try:
+                        event = next(events, None)
+                    except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+                        # Closed or expired (410) watch, or a transport error: back off and re-list.
+                        failures += 1
+                        if failures >= self.kube.retry.attempts:
+                            raise ApiUnavailable(
+                                f"watch job {name}: Kubernetes API still failing after "
+                                f"{failures} attempt(s): {describe(exc)}"
+                            ) from exc
+                        if time.monotonic() + 2.0 > deadline:
+                            raise _WaitExpired from exc
+                        sleep_backoff()
+                        job, rv = self._relist_job(name)
+                        break
+                    if event is None:
+                        failures = 0  # the window ended normally: watch again from ``rv``
+                        break
+                    obj = event.get("raw_object") or {}
                     if event.get("type") == "DELETED":
                         raise RunError(f"Job {name} was deleted while waiting for it")
-                    if isinstance(obj, dict) and obj.get("metadata", {}).get("name") == name:
+                    if isinstance(obj, dict) and (obj.get("metadata") or {}).get("name") == name:
                         job = obj
                         rv = obj["metadata"].get("resourceVersion", rv)
                         if _terminal(job):
                             return job
-                    self._check_cancel()
-                failures = 0
-            except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-                failures += 1
-                if failures >= self.kube.retry.attempts:
-                    raise ApiUnavailable(
-                        f"watch job {name}: Kubernetes API still failing after "
-                        f"{failures} attempt(s): {describe(exc)}"
-                    ) from exc
-                if time.monotonic() + 2.0 > deadline:
-                    raise _WaitExpired from exc
-                sleep_backoff()
-                listed = self.kube.list(
-                    f"list job {name}", self._ns_path("jobs"), field=f"metadata.name={name}"
-                )
-                items = listed.get("items") or []
-                if not items:
-                    raise RunError(f"Job {name} disappeared while waiting for it") from exc
-                job = items[0]
-                rv = (listed.get("metadata") or {}).get("resourceVersion") or job["metadata"].get(
-                    "resourceVersion", ""
-                )
+                    self._check_cancel()  # outside the try: a hook's exception is never retried
+            finally:
+                events.close()  # release the watch connection however the window ended
         return job
+
+    def _relist_job(self, name: str) -> tuple[dict[str, Any], str]:
+        listed = self.kube.list(
+            f"list job {name}", self._ns_path("jobs"), field=f"metadata.name={name}"
+        )
+        items = listed.get("items") or []
+        if not items:
+            raise RunError(f"Job {name} disappeared while waiting for it")
+        rv = (listed.get("metadata") or {}).get("resourceVersion")
+        return items[0], rv or items[0]["metadata"].get("resourceVersion", "")
 
     def _find_pod(self, job_name: str) -> dict[str, Any] | None:
         pods = self.kube.list(
