@@ -42,7 +42,7 @@ urlpatterns = [
         name="evidence-withdraw",
     ),
     path("uploads/<int:pk>/", UploadDetailView.as_view(), name="upload-detail"),
-    re_path(r"^runs/(?P<pk>[0-9]+)/ctrf\.json$", RunCtrfView.as_view(), name="run-ctrf"),
+    path("runs/<int:pk>/ctrf.json", RunCtrfView.as_view(), name="run-ctrf"),
     path("clusters/<int:pk>/test/", ClusterTestView.as_view(), name="cluster-test"),
     *router.urls,
 ]

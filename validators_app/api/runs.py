@@ -67,11 +67,6 @@ class CheckRunSerializer(serializers.ModelSerializer):
         fields = ["name", "phase", "status", "message", "duration_ms", "exit_code", "job_name"]
 
 
-class EvidenceLinkSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    url = serializers.CharField()
-
-
 class ClusterRefSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
@@ -118,7 +113,15 @@ class RunSerializer(serializers.ModelSerializer):
         cluster = run.cluster
         return {"id": cluster.pk, "name": cluster.name, "environment": cluster.environment}
 
-    @extend_schema_field(EvidenceLinkSerializer(allow_null=True))
+    # Inline (not a $ref under allOf): validators of OpenAPI 3.0 ignore "nullable" there.
+    @extend_schema_field(
+        {
+            "type": "object",
+            "nullable": True,
+            "properties": {"id": {"type": "integer"}, "url": {"type": "string"}},
+            "required": ["id", "url"],
+        }
+    )
     def get_evidence(self, run: ValidationRun) -> dict[str, Any] | None:
         if run.evidence_id is None:
             return None
@@ -128,7 +131,7 @@ class RunSerializer(serializers.ModelSerializer):
             "url": reverse("api:evidence-detail", args=[run.evidence_id], request=request),
         }
 
-    @extend_schema_field(OpenApiTypes.URI)
+    @extend_schema_field(serializers.URLField(allow_null=True))
     def get_ctrf_url(self, run: ValidationRun) -> str | None:
         if run.status not in (RunStatus.PASSED, RunStatus.FAILED):
             return None
@@ -294,7 +297,9 @@ class RunCtrfView(APIView):
         "404 with the reason when there is none: the run has not finished, or ended in error "
         "(readiness or pre-flight failure: AICR writes no CTRF) or was cancelled.",
         responses={
-            (200, "application/json"): OpenApiResponse(OpenApiTypes.BINARY),
+            (200, "application/json"): OpenApiResponse(
+                OpenApiTypes.OBJECT, description="A CTRF document (AICR's Go JSON bytes)."
+            ),
             404: ErrorSerializer,
         },
         tags=TAGS,
