@@ -1,0 +1,439 @@
+"""The simulated Kubernetes API server, driven by the official ``kubernetes`` client (v37).
+
+Each call the orchestrator makes (discovery, SSA, create, get, list by field/label selector,
+watch from a resourceVersion, pod logs, Foreground delete) is made here with the real client,
+whose pydantic models reject any shape the real API server would not send.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import kubernetes
+import pytest
+import yaml
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+
+from tests.k8s_sim import SCENARIOS, ApiFaults, Scenario, SimulatedCluster, WatchFaults
+
+NS = "aicr-validation"
+RUN_ID = "20260819-101500-0123456789abcdef"
+SA = f"aicr-validator-{RUN_ID}"
+APPLY = {"field_manager": "aicr", "force": True, "_content_type": "application/apply-patch+yaml"}
+
+# What a recipe like h100-eks-ubuntu-training-kubeflow puts in the run's ValidationInput.
+VALIDATION_INPUT = {
+    "apiVersion": "validator.nvidia.com/v1alpha1",
+    "kind": "ValidationInput",
+    "metadata": {"version": "v0.19.0"},
+    "config": {
+        "deployment": {
+            "constraints": [{"name": "Deployment.gpu-operator.version", "value": ">= v24.6.0"}]
+        },
+        "performance": {"constraints": [{"name": "nccl-all-reduce-bw", "value": ">= 300"}]},
+    },
+    "componentRefs": [
+        {"name": "gpu-operator", "namespace": "gpu-operator"},
+        {"name": "nvidia-dra-driver-gpu", "namespace": "nvidia-dra-driver"},
+        {"name": "kube-prometheus-stack", "namespace": "monitoring"},
+    ],
+    "criteria": {"service": "eks", "accelerator": "h100", "intent": "training", "os": "ubuntu"},
+}
+
+
+@pytest.fixture
+def healthy() -> Iterator[SimulatedCluster]:
+    with SimulatedCluster(SCENARIOS["healthy-h100-eks"]) as cluster:
+        yield cluster
+
+
+def api_for(cluster: SimulatedCluster) -> kubernetes.client.ApiClient:
+    return kubernetes.config.new_client_from_config_dict(yaml.safe_load(cluster.kubeconfig))
+
+
+def prepare_run(api: kubernetes.client.ApiClient, validation: dict[str, Any] | None = None) -> None:
+    """Namespace (SSA), per-run ServiceAccount, data ConfigMaps — AICR-VALIDATE §4."""
+    core = client.CoreV1Api(api)
+    core.patch_namespace(
+        NS, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}, **APPLY
+    )
+    core.patch_namespaced_service_account(
+        SA, NS, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SA}}, **APPLY
+    )
+    for name, key, text in (
+        (
+            f"aicr-validation-{RUN_ID}",
+            "validation.yaml",
+            yaml.safe_dump(validation or VALIDATION_INPUT),
+        ),
+        (f"aicr-snapshot-{RUN_ID}", "snapshot.yaml", "kind: Snapshot\n"),
+    ):
+        core.create_namespaced_config_map(NS, {"metadata": {"name": name}, "data": {key: text}})
+
+
+def validator_job(check: str, phase: str = "deployment", deadline: int = 120) -> dict[str, Any]:
+    """The Job of AICR-VALIDATE §5 (trimmed to the fields the simulator acts on)."""
+    name = f"aicr-{check}-1a2b3c4d"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {"aicr.run/run-id": RUN_ID, "aicr.run/validator": check},
+        },
+        "spec": {
+            "activeDeadlineSeconds": deadline,
+            "backoffLimit": 0,
+            "ttlSecondsAfterFinished": 3600,
+            "template": {
+                "metadata": {"labels": {"aicr.run/validator": check}},
+                "spec": {
+                    "serviceAccountName": SA,
+                    "restartPolicy": "Never",
+                    "tolerations": [{"operator": "Exists"}],
+                    "containers": [
+                        {
+                            "name": "validator",
+                            "image": f"ghcr.io/nvidia/aicr-validators/{phase}:v0.19.0",
+                            "args": [check],
+                        }
+                    ],
+                    "volumes": [
+                        {"name": "snapshot", "configMap": {"name": f"aicr-snapshot-{RUN_ID}"}},
+                        {"name": "validation", "configMap": {"name": f"aicr-validation-{RUN_ID}"}},
+                    ],
+                },
+            },
+        },
+    }
+
+
+def wait_terminal(api: kubernetes.client.ApiClient, name: str, rv: str) -> client.V1Job:
+    """AICR's WaitForJobTerminal: watch by field selector from rv, re-list on close/410."""
+    batch = client.BatchV1Api(api)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            for event in watch.Watch().stream(
+                batch.list_namespaced_job,
+                NS,
+                field_selector=f"metadata.name={name}",
+                resource_version=rv,
+                timeout_seconds=5,
+            ):
+                job = event["object"]
+                rv = job.metadata.resource_version
+                if any(
+                    c.type in ("Complete", "Failed") and c.status == "True"
+                    for c in job.status.conditions or []
+                ):
+                    return job
+        except ApiException as error:
+            if error.status != 410:
+                raise
+        listed = batch.list_namespaced_job(NS, field_selector=f"metadata.name={name}")
+        rv = listed.metadata.resource_version
+        for job in listed.items:
+            if any(c.type in ("Complete", "Failed") for c in job.status.conditions or []):
+                return job
+    raise AssertionError(f"Job {name} never became terminal")
+
+
+def run_check(
+    api: kubernetes.client.ApiClient, check: str, phase: str = "deployment", deadline: int = 120
+) -> tuple[client.V1Job, client.V1Pod | None, str]:
+    batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
+    job = validator_job(check, phase, deadline)
+    name = job["metadata"]["name"]
+    applied = batch.patch_namespaced_job(name, NS, job, **APPLY)
+    done = wait_terminal(api, name, applied.metadata.resource_version)
+    pods = core.list_namespaced_pod(NS, label_selector=f"batch.kubernetes.io/job-name={name}")
+    live = [pod for pod in pods.items if pod.metadata.deletion_timestamp is None]
+    if not live:
+        return done, None, ""
+    log = core.read_namespaced_pod_log(live[0].metadata.name, NS, container="validator")
+    return done, live[0], log
+
+
+def terminated(pod: client.V1Pod) -> client.V1ContainerStateTerminated:
+    (status,) = [s for s in pod.status.container_statuses if s.name == "validator"]
+    return status.state.terminated
+
+
+def test_it_serves_discovery_the_client_parses(healthy: SimulatedCluster) -> None:
+    api = api_for(healthy)
+    version = client.VersionApi(api).get_code()
+    assert version.git_version == "v1.33.5-eks-113cf36"
+    assert (version.major, version.minor) == ("1", "33")
+    groups = {group.name for group in client.ApisApi(api).get_api_versions().groups}
+    assert {"batch", "rbac.authorization.k8s.io", "resource.k8s.io"} <= groups
+    batch_resources = {r.name for r in client.BatchV1Api(api).get_api_resources().resources}
+    assert {"jobs", "jobs/status"} <= batch_resources
+    core_resources = {r.name: r for r in client.CoreV1Api(api).get_api_resources().resources}
+    assert core_resources["pods/log"].verbs == ["get"]
+    assert core_resources["namespaces"].namespaced is False
+
+
+def test_it_refuses_a_wrong_token(healthy: SimulatedCluster) -> None:
+    config = yaml.safe_load(healthy.kubeconfig)
+    config["users"][0]["user"]["token"] = "wrong"
+    api = kubernetes.config.new_client_from_config_dict(config)
+    with pytest.raises(ApiException) as raised:
+        client.CoreV1Api(api).list_namespace()
+    assert raised.value.status == 401
+    assert yaml.safe_load(raised.value.body)["reason"] == "Unauthorized"
+
+
+def test_it_lists_nodes_by_label_with_a_limit_and_continue(healthy: SimulatedCluster) -> None:
+    core = client.CoreV1Api(api_for(healthy))
+    first = core.list_node(label_selector="nvidia.com/gpu.present=true", limit=1)
+    assert len(first.items) == 1
+    assert first.metadata.remaining_item_count == 1
+    rest = core.list_node(
+        label_selector="nvidia.com/gpu.present=true", limit=1, _continue=first.metadata._continue
+    )
+    names = {first.items[0].metadata.name, rest.items[0].metadata.name}
+    assert names == {"ip-10-0-12-34.ec2.internal", "ip-10-0-56-78.ec2.internal"}
+    assert rest.items[0].status.allocatable["nvidia.com/gpu"] == "8"
+    assert len(core.list_node(label_selector="!nvidia.com/gpu.present").items) == 1
+
+
+def test_it_answers_status_objects_for_missing_and_existing_objects(
+    healthy: SimulatedCluster,
+) -> None:
+    core = client.CoreV1Api(api_for(healthy))
+    with pytest.raises(ApiException) as missing:
+        core.read_namespaced_config_map("nope", "default")
+    status = yaml.safe_load(missing.value.body)
+    assert (missing.value.status, status["reason"]) == (404, "NotFound")
+    assert status["message"] == 'configmaps "nope" not found'
+    assert status["details"] == {"name": "nope", "kind": "configmaps"}
+    core.create_namespaced_config_map("default", {"metadata": {"name": "a"}, "data": {"k": "v"}})
+    with pytest.raises(ApiException) as exists:
+        core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
+    assert (exists.value.status, yaml.safe_load(exists.value.body)["reason"]) == (
+        409,
+        "AlreadyExists",
+    )
+    with pytest.raises(ApiException) as no_namespace:
+        core.create_namespaced_config_map("ghost", {"metadata": {"name": "a"}})
+    assert yaml.safe_load(no_namespace.value.body)["message"] == 'namespaces "ghost" not found'
+
+
+def test_it_rejects_a_stale_update_with_conflict(healthy: SimulatedCluster) -> None:
+    core = client.CoreV1Api(api_for(healthy))
+    created = core.create_namespaced_config_map(
+        "default", {"metadata": {"name": "cm"}, "data": {"k": "1"}}
+    )
+    created.data = {"k": "2"}
+    updated = core.replace_namespaced_config_map("cm", "default", created)
+    assert int(updated.metadata.resource_version) > int(created.metadata.resource_version)
+    created.data = {"k": "3"}  # still carries the old resourceVersion
+    with pytest.raises(ApiException) as stale:
+        core.replace_namespaced_config_map("cm", "default", created)
+    assert yaml.safe_load(stale.value.body)["reason"] == "Conflict"
+    assert core.read_namespaced_config_map("cm", "default").data == {"k": "2"}
+
+
+def test_it_runs_the_snapshot_agent_and_writes_the_snapshot_configmap(
+    healthy: SimulatedCluster,
+) -> None:
+    api = api_for(healthy)
+    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+    prepare_run(api)
+    core.create_namespaced_service_account(NS, {"metadata": {"name": "aicr"}})
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "aicr-validate", "labels": {"app.kubernetes.io/name": "aicr"}},
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": 18000,
+            "template": {
+                "metadata": {"labels": {"app.kubernetes.io/name": "aicr"}},
+                "spec": {
+                    "serviceAccountName": "aicr",
+                    "restartPolicy": "Never",
+                    "nodeSelector": {"nvidia.com/gpu.present": "true"},
+                    "containers": [
+                        {
+                            "name": "aicr",
+                            "image": "ghcr.io/nvidia/aicr:v0.19.0",
+                            "command": ["aicr"],
+                            "args": ["snapshot", "-o", f"cm://{NS}/aicr-snapshot"],
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    created = batch.create_namespaced_job(NS, job)
+    done = wait_terminal(api, "aicr-validate", created.metadata.resource_version)
+    assert [c.type for c in done.status.conditions] == ["SuccessCriteriaMet", "Complete"]
+    snapshot = yaml.safe_load(
+        core.read_namespaced_config_map("aicr-snapshot", NS).data["snapshot.yaml"]
+    )
+    assert snapshot["kind"] == "Snapshot"
+    assert snapshot["metadata"]["version"] == "v0.19.0"
+    by_type = {
+        m["type"]: {s["subtype"]: s["data"] for s in m["subtypes"]}
+        for m in snapshot["measurements"]
+    }
+    assert by_type["K8s"]["server"]["version"] == "v1.33.5-eks-113cf36"
+    assert by_type["OS"]["release"]["VERSION_ID"] == "24.04"
+    assert by_type["OS"]["sysctl"]["/proc/sys/kernel/osrelease"] == "6.8.0-1015-aws"
+    assert by_type["GPU"]["hardware"]["model"] == "H100"
+    assert snapshot["metadata"]["source-node"] in {
+        "ip-10-0-12-34.ec2.internal",
+        "ip-10-0-56-78.ec2.internal",
+    }
+
+
+def test_it_plays_a_passing_validator_with_aicr_logs_and_extras(healthy: SimulatedCluster) -> None:
+    api = api_for(healthy)
+    prepare_run(api)
+    job, pod, log = run_check(api, "check-nvidia-smi", deadline=600)
+    assert [c.type for c in job.status.conditions] == ["SuccessCriteriaMet", "Complete"]
+    assert pod is not None
+    assert pod.status.phase == "Succeeded"
+    assert pod.metadata.labels["batch.kubernetes.io/job-name"] == job.metadata.name
+    state = terminated(pod)
+    assert (state.exit_code, state.reason, state.message) == (0, "Completed", None)
+    assert (state.finished_at - state.started_at).total_seconds() == 24  # simulated seconds
+    lines = log.splitlines()
+    assert lines[0].startswith("time=")
+    assert 'msg="starting check" name=check-nvidia-smi' in lines[0]
+    assert "RESULT: nodesValidated: 2/2" in lines
+    assert lines[-1] == '##AICR-EXTRA## {"nodesValidated":"2","nodesTotal":"2"}'
+
+
+def test_it_fails_a_check_with_a_termination_message_and_backoff_limit() -> None:
+    with SimulatedCluster(SCENARIOS["gpu-operator-too-old"]) as cluster:
+        api = api_for(cluster)
+        prepare_run(api)
+        job, pod, log = run_check(api, "gpu-operator-version")
+    failed = next(c for c in job.status.conditions if c.type == "Failed")
+    assert (failed.reason, failed.message) == (
+        "BackoffLimitExceeded",
+        "Job has reached the specified backoff limit",
+    )
+    state = terminated(pod)
+    assert state.exit_code == 1
+    assert state.message == (
+        '[INTERNAL] GPU Operator version v23.9.2 does not satisfy constraint ">= v24.6.0"'
+    )
+    assert "Constraint: >= v24.6.0 → false" in log
+    assert pod.status.phase == "Failed"
+
+
+def test_it_skips_with_exit_2_as_aicr_does() -> None:
+    validation = {**VALIDATION_INPUT, "config": {}}
+    with SimulatedCluster(SCENARIOS["healthy-h100-eks"]) as cluster:
+        api = api_for(cluster)
+        prepare_run(api, validation)
+        job, pod, log = run_check(api, "gpu-operator-version")
+    assert [c.reason for c in job.status.conditions if c.type == "Failed"] == [
+        "BackoffLimitExceeded"
+    ]
+    state = terminated(pod)
+    assert state.exit_code == 2
+    assert state.message == (
+        "[INTERNAL] no Deployment.gpu-operator.version constraint in recipe; "
+        "detected v25.10.1: skip"
+    )
+    assert 'level=INFO msg=SKIP reason="[INTERNAL] no Deployment' in log
+
+
+def test_it_deletes_a_job_in_the_foreground_with_its_pod(healthy: SimulatedCluster) -> None:
+    api = api_for(healthy)
+    prepare_run(api)
+    job, _pod, _log = run_check(api, "operator-health")
+    batch = client.BatchV1Api(api)
+    answer = batch.delete_namespaced_job(
+        job.metadata.name, NS, propagation_policy="Foreground", _preload_content=False
+    )
+    # Foreground: the answer is the Job itself, marked for deletion until its pods are gone.
+    still = json.loads(answer.data)
+    assert still["kind"] == "Job"
+    assert still["metadata"]["deletionTimestamp"]
+    assert still["metadata"]["finalizers"] == ["foregroundDeletion"]
+    deadline = time.monotonic() + 5
+    while healthy.objects("Job", NS) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert healthy.objects("Job", NS) == []
+    assert healthy.objects("Pod", NS) == []
+    assert (
+        "DELETE",
+        f"/apis/batch/v1/namespaces/{NS}/jobs/{job.metadata.name}",
+    ) in healthy.requests
+
+
+def test_it_kills_a_job_past_its_deadline_and_removes_the_pod() -> None:
+    with SimulatedCluster(SCENARIOS["job-deadline-exceeded"]) as cluster:
+        api = api_for(cluster)
+        prepare_run(api)
+        started = time.monotonic()
+        job, pod, _log = run_check(api, "expected-resources", deadline=480)
+        elapsed = time.monotonic() - started
+    failed = next(c for c in job.status.conditions if c.type == "Failed")
+    assert (failed.reason, failed.message) == (
+        "DeadlineExceeded",
+        "Job was active longer than specified deadline",
+    )
+    assert pod is None  # deleted by the Job controller, as AICR-VALIDATE §6.3 expects
+    assert 0.4 < elapsed < 5  # 480 s of simulated time at 1 ms per second
+
+
+def test_it_ends_watches_early_and_answers_410_on_stale_versions() -> None:
+    scenario = dataclasses.replace(
+        SCENARIOS["healthy-h100-eks"], watch_faults=WatchFaults(max_events=1), watch_history=5
+    )
+    with SimulatedCluster(scenario) as cluster:
+        api = api_for(cluster)
+        core = client.CoreV1Api(api)
+        start_rv = core.list_namespace().metadata.resource_version
+        for index in range(10):
+            core.create_namespaced_config_map("default", {"metadata": {"name": f"c{index}"}})
+        with pytest.raises(ApiException) as gone:
+            list(
+                watch.Watch().stream(
+                    core.list_namespaced_config_map,
+                    "default",
+                    resource_version=start_rv,
+                    timeout_seconds=2,
+                )
+            )
+        assert gone.value.status == 410
+        fresh_rv = core.list_namespaced_config_map("default").metadata.resource_version
+        core.create_namespaced_config_map("default", {"metadata": {"name": "late"}})
+        core.create_namespaced_config_map("default", {"metadata": {"name": "later"}})
+        events = list(
+            watch.Watch().stream(
+                core.list_namespaced_config_map,
+                "default",
+                resource_version=fresh_rv,
+                timeout_seconds=2,
+            )
+        )
+        assert [event["object"].metadata.name for event in events] == ["late"]  # closed after 1
+
+
+def test_it_answers_injected_500s_then_recovers() -> None:
+    scenario: Scenario = dataclasses.replace(
+        SCENARIOS["healthy-h100-eks"], api_faults=ApiFaults(status=500, first_n=2)
+    )
+    with SimulatedCluster(scenario) as cluster:
+        core = client.CoreV1Api(api_for(cluster))
+        for _ in range(2):
+            with pytest.raises(ApiException) as failed:
+                core.list_namespace()
+            assert failed.value.status == 500
+            assert yaml.safe_load(failed.value.body)["reason"] == "InternalError"
+        assert core.list_namespace().items
+    assert [record.status for record in cluster.request_log] == [500, 500, 200]
