@@ -37,24 +37,45 @@ class ClusterRegistrationError(ValueError):
         self.message = message
 
 
+def _check_name(name: Any, *, exclude_pk: int | None = None) -> str:
+    name = name.strip() if isinstance(name, str) else ""
+    if not NAME_PATTERN.fullmatch(name):
+        raise ClusterRegistrationError("name", f"name: {NAME_RULE}")
+    if Cluster.objects.filter(name=name).exclude(pk=exclude_pk).exists():
+        raise ClusterRegistrationError("name", f"name: a cluster named {name!r} already exists")
+    return name
+
+
+def _check_kubeconfig(text: Any, environment: str) -> kubeconfig.CheckedKubeconfig:
+    if not isinstance(text, str | bytes):
+        raise ClusterRegistrationError("kubeconfig", "kubeconfig: must be YAML text")
+    try:
+        return kubeconfig.check_kubeconfig(text, environment=environment)
+    except kubeconfig.KubeconfigError as exc:
+        raise ClusterRegistrationError("kubeconfig", str(exc)) from None
+
+
+def registration_check(
+    *, name: Any, kubeconfig_text: Any, environment: Any
+) -> kubeconfig.CheckedKubeconfig:
+    """Everything ``cluster_register`` checks, without storing anything (for forms)."""
+    _check_name(name)
+    if environment not in Environment.values:
+        raise ClusterRegistrationError(
+            "environment", f"environment: must be one of {', '.join(Environment.values)}"
+        )
+    return _check_kubeconfig(kubeconfig_text, environment)
+
+
 def cluster_register(
     *, name: str, kubeconfig_text: str | bytes, environment: str, by: Any = None
 ) -> Cluster:
     """Check ``kubeconfig_text`` for ``environment`` and store the cluster with it encrypted.
     Raises ``ClusterRegistrationError`` (bad input) or ``crypto.KeyUnavailable`` (no key)."""
-    name = name.strip() if isinstance(name, str) else ""
-    if not NAME_PATTERN.fullmatch(name):
-        raise ClusterRegistrationError("name", f"name: {NAME_RULE}")
-    if environment not in Environment.values:
-        raise ClusterRegistrationError(
-            "environment", f"environment: must be one of {', '.join(Environment.values)}"
-        )
-    try:
-        checked = kubeconfig.check_kubeconfig(kubeconfig_text, environment=environment)
-    except kubeconfig.KubeconfigError as exc:
-        raise ClusterRegistrationError("kubeconfig", str(exc)) from None
-    if Cluster.objects.filter(name=name).exists():
-        raise ClusterRegistrationError("name", f"name: a cluster named {name!r} already exists")
+    checked = registration_check(
+        name=name, kubeconfig_text=kubeconfig_text, environment=environment
+    )
+    name = name.strip()
     info = checked.info
     try:
         with transaction.atomic():
@@ -72,6 +93,46 @@ def cluster_register(
             "name", f"name: a cluster named {name!r} already exists"
         ) from None
     logger.info("cluster %s registered (%s, %s)", cluster.pk, environment, info.server)
+    return cluster
+
+
+def update_check(
+    *, cluster: Cluster, name: Any, kubeconfig_text: Any = None
+) -> kubeconfig.CheckedKubeconfig | None:
+    """Everything ``cluster_update`` checks, without storing anything (for forms)."""
+    _check_name(name, exclude_pk=cluster.pk)
+    if not kubeconfig_text:
+        return None
+    return _check_kubeconfig(kubeconfig_text, cluster.environment)
+
+
+def cluster_update(*, cluster: Cluster, name: str, kubeconfig_text: str | None = None) -> Cluster:
+    """Rename ``cluster`` and, with ``kubeconfig_text``, replace its kubeconfig (checked for the
+    cluster's environment, which never changes: a simulated cluster does not become real).
+    A new kubeconfig clears the last connection test, which was about the old one."""
+    checked = update_check(cluster=cluster, name=name, kubeconfig_text=kubeconfig_text)
+    fields: dict[str, Any] = {"name": name.strip(), "updated_at": timezone.now()}
+    if checked is not None:
+        fields |= {
+            "server": checked.info.server,
+            "context_name": checked.info.context[:253],
+            "auth_kind": checked.info.auth_kind,
+            "kubeconfig_encrypted": crypto.kubeconfig_encrypt(checked.minimal_yaml),
+            "last_test_ok": None,
+            "last_test_server_version": "",
+            "last_test_detail": "",
+            "last_tested_at": None,
+        }
+    try:
+        with transaction.atomic():
+            Cluster.objects.filter(pk=cluster.pk).update(**fields)
+    except IntegrityError:
+        raise ClusterRegistrationError(
+            "name", f"name: a cluster named {fields['name']!r} already exists"
+        ) from None
+    for field_name, value in fields.items():
+        setattr(cluster, field_name, value)
+    logger.info("cluster %s updated (new kubeconfig: %s)", cluster.pk, checked is not None)
     return cluster
 
 
