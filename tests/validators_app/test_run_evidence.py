@@ -264,7 +264,10 @@ def test_simulated_evidence_is_labelled_and_never_counts(recipe: Recipe, client:
     assert RECIPE not in recipe_consensus_states(catalog=recipe.catalog)
     page = client.get(f"/evidence/{evidence.pk}/")
     assert page.status_code == 200
-    assert "SIMULATED" in page.content.decode()
+    html = page.content.decode()
+    assert "SIMULATED" in html
+    assert "Key-signed." in html
+    assert "upstream evidence gate accepts keyless signatures only" in html
 
 
 def test_hostile_logs_and_cluster_details_never_reach_the_bundle(
