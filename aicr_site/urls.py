@@ -46,6 +46,7 @@ class ThrottledLoginView(auth_views.LoginView):
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="recipes:list", permanent=False), name="home"),
     path("recipes/", include("recipes_app.urls")),
+    path("clusters/", include("validators_app.clusters_urls")),
     path("runs/", include("validators_app.runs_urls")),
     # /evidence/, /evidence/new/, /evidence/<id>/, /signers/<slug>/
     path("", include("evidence_app.urls")),
