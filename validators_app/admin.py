@@ -8,7 +8,9 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.utils.decorators import method_decorator
+from django.views.decorators.debug import sensitive_post_parameters
 
 from evidence_app import permissions
 from evidence_app.models import Role
@@ -120,6 +122,11 @@ class ClusterAdmin(admin.ModelAdmin):
         "last_test_detail",
         "last_tested_at",
     ]
+
+    # The kubeconfig never appears in Django's error reports.
+    @method_decorator(sensitive_post_parameters("kubeconfig", "new_kubeconfig"))
+    def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return super().changeform_view(request, *args, **kwargs)
 
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any):  # type: ignore[no-untyped-def]
         kwargs["form"] = ClusterAddForm if obj is None else ClusterChangeForm

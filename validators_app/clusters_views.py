@@ -15,6 +15,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
+from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 from django.views.decorators.vary import vary_on_headers
 
@@ -98,6 +99,9 @@ def cluster_test(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return render(request, "validators_app/clusters/detail.html#connection", context)
 
 
+# Keeps the kubeconfig out of Django's error reports (the DEBUG page, mailed reports).
+@sensitive_post_parameters("kubeconfig")
+@sensitive_variables("data")
 @require_http_methods(["GET", "HEAD", "POST"])
 def cluster_new(request: HtmxHttpRequest) -> HttpResponse:
     if not can_manage(request.user):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
+from django.views.decorators.debug import sensitive_variables
 
 
 class KeyUnavailable(RuntimeError):
@@ -63,11 +64,13 @@ def _fernet() -> MultiFernet:
     return MultiFernet([Fernet(key.encode("ascii")) for key in configured_keys()])
 
 
+@sensitive_variables("text")
 def kubeconfig_encrypt(text: str) -> str:
     """The Fernet token (ASCII) of ``text`` under the first configured key."""
     return _fernet().encrypt(text.encode("utf-8")).decode("ascii")
 
 
+@sensitive_variables()  # all: the token and the plaintext
 def kubeconfig_decrypt(token: str) -> str:
     try:
         return _fernet().decrypt(token.encode("ascii")).decode("utf-8")

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import pytest
-from django.test import Client
+from django.test import Client, RequestFactory
+from django.views.debug import ExceptionReporter
 
 from evidence_app.models import Role
 from evidence_app.services.tokens import user_with_role
@@ -188,3 +189,30 @@ def test_hostile_names_and_servers_are_escaped() -> None:
     assert "<script>alert(1)" not in page
     assert "&lt;script&gt;" in page
     assert "/&lt;b&gt;" in page
+
+
+def test_a_crash_while_registering_keeps_the_kubeconfig_out_of_error_reports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Django's production error reports (mailed to ADMINS, or any handler using the reporter)
+    show POST data and every frame's local variables: the kubeconfig is cleansed in all."""
+    from validators_app import clusters_views, crypto
+
+    def explode() -> None:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(crypto, "_fernet", explode)
+    request = RequestFactory().post(
+        "/clusters/new/", {"name": "boom", "environment": "simulated", "kubeconfig": kubeconfig()}
+    )
+    request.user = user_with_role(username="m", role=Role.MAINTAINER)
+    request.htmx = False  # type: ignore[attr-defined]
+    with pytest.raises(RuntimeError) as caught:
+        clusters_views.cluster_new(request)
+    reporter = ExceptionReporter(request, caught.type, caught.value, caught.tb, is_email=True)
+    report = reporter.get_traceback_text()
+    assert "disk full" in report
+    assert "kubeconfig_encrypt" in report  # the frames are there, their secrets are not
+    assert "********" in report
+    assert SECRET_TOKEN not in report
+    assert SECRET_TOKEN not in reporter.get_traceback_html()

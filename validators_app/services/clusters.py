@@ -17,6 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.views.decorators.debug import sensitive_variables
 
 from validators_app import crypto, kubeconfig
 from validators_app.models import Cluster, Environment
@@ -46,6 +47,7 @@ def _check_name(name: Any, *, exclude_pk: int | None = None) -> str:
     return name
 
 
+@sensitive_variables("text")
 def _check_kubeconfig(text: Any, environment: str) -> kubeconfig.CheckedKubeconfig:
     if not isinstance(text, str | bytes):
         raise ClusterRegistrationError("kubeconfig", "kubeconfig: must be YAML text")
@@ -67,6 +69,7 @@ def registration_check(
     return _check_kubeconfig(kubeconfig_text, environment)
 
 
+@sensitive_variables("kubeconfig_text", "checked")
 def cluster_register(
     *, name: str, kubeconfig_text: str | bytes, environment: str, by: Any = None
 ) -> Cluster:
@@ -106,6 +109,7 @@ def update_check(
     return _check_kubeconfig(kubeconfig_text, cluster.environment)
 
 
+@sensitive_variables("kubeconfig_text", "checked")
 def cluster_update(*, cluster: Cluster, name: str, kubeconfig_text: str | None = None) -> Cluster:
     """Rename ``cluster`` and, with ``kubeconfig_text``, replace its kubeconfig (checked for the
     cluster's environment, which never changes: a simulated cluster does not become real).
@@ -137,6 +141,7 @@ def cluster_update(*, cluster: Cluster, name: str, kubeconfig_text: str | None =
 
 
 @contextmanager
+@sensitive_variables("text")
 def cluster_api_client(cluster: Cluster) -> Iterator[Any]:
     """A ``kubernetes`` ApiClient for ``cluster`` (closed after the block). The stored
     kubeconfig is checked again: rules may have tightened since it was registered. Raises
