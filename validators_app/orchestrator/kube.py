@@ -43,7 +43,7 @@ class AlreadyExists(RuntimeError):
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    attempts: int = 6
+    attempts: int = 8
     base_delay_s: float = 0.2
     max_delay_s: float = 5.0
     total_s: float = 60.0
@@ -54,6 +54,15 @@ def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, ApiException):
         return exc.status == 429 or (exc.status or 0) >= 500 or exc.status == 0
     return isinstance(exc, (urllib3.exceptions.HTTPError, OSError))
+
+
+def _retry_after(exc: BaseException, cap_s: float) -> float:
+    """A 429/503 ``Retry-After`` in seconds (capped), else 0."""
+    headers = getattr(exc, "headers", None) if isinstance(exc, ApiException) else None
+    try:
+        return min(float((headers or {}).get("Retry-After", 0)), cap_s)
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def describe(exc: BaseException) -> str:
@@ -106,9 +115,11 @@ class Kube:
             return _read_capped(resp)
         resp.read()
         if not 200 <= resp.status <= 299:
-            raise ApiException(
+            exc = ApiException(
                 status=resp.status, reason=resp.reason, body=resp.data.decode("utf-8", "replace")
             )
+            exc.headers = resp.headers  # Retry-After
+            raise exc
         return json.loads(resp.data) if resp.data else None
 
     def call(self, what: str, method: str, path: str, **kwargs: Any) -> Any:
@@ -132,6 +143,7 @@ class Kube:
                 delay = min(
                     policy.max_delay_s, policy.base_delay_s * 2 ** (attempt - 1)
                 ) * random.uniform(0.8, 1.2)  # noqa: S311 - jitter
+                delay = max(delay, _retry_after(exc, policy.max_delay_s))
                 if attempt >= policy.attempts or time.monotonic() + delay > deadline:
                     raise ApiUnavailable(
                         f"{what}: Kubernetes API still failing after {attempt} attempt(s): "
@@ -201,7 +213,11 @@ class Kube:
     def watch_jobs(
         self, namespace: str, name: str, resource_version: str, timeout_s: int
     ) -> Iterator[dict[str, Any]]:
-        """Job events by field selector from ``resource_version`` (the client's Watch, raw)."""
+        """Job events by field selector from ``resource_version`` (the client's Watch).
+
+        Events are read through ``event["raw_object"]`` (the JSON as served); only the
+        deserializing mode of Watch turns ``ERROR`` events (410 Gone) into ApiException.
+        """
         batch = client.BatchV1Api(self.api)
         w = watch.Watch()
         return w.stream(
@@ -211,7 +227,6 @@ class Kube:
             resource_version=resource_version,
             timeout_seconds=max(1, int(timeout_s)),
             allow_watch_bookmarks=False,
-            deserialize=False,
             _request_timeout=(self.retry.request_timeout[0], timeout_s + 10),
         )
 
