@@ -333,3 +333,9 @@ SITE_SIGNING_KEY = os.environ.get("SITE_SIGNING_KEY", "")
 SITE_SIGNING_LOCAL_KEY_FILE = (
     BASE_DIR / ".local" / "site-signing-key.pem" if DEBUG and not SITE_SIGNING_KEY else None
 )
+# Keyless run evidence (EVIDENCE): with an OIDC identity token (the value, or a file re-read per
+# run) runs are signed through Sigstore instead of with the site key; the trust config (JSON:
+# trusted root + signing config) selects a private instance, empty = Sigstore's public instance.
+SITE_SIGSTORE_IDENTITY_TOKEN = os.environ.get("SITE_SIGSTORE_IDENTITY_TOKEN", "")
+SITE_SIGSTORE_IDENTITY_TOKEN_FILE = os.environ.get("SITE_SIGSTORE_IDENTITY_TOKEN_FILE", "")
+SITE_SIGSTORE_TRUST_CONFIG = os.environ.get("SITE_SIGSTORE_TRUST_CONFIG", "")

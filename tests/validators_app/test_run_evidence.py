@@ -9,7 +9,6 @@ import json
 import os
 import stat
 import tarfile
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,66 +25,19 @@ from evidence_app.services.ingest import evidence_ingest
 from evidence_app.services.keys import signing_key_revoke
 from evidence_app.verification.summary_bundle import read_archive
 from recipes_app.models import Recipe
-from tests.validators_app.runs_support import RECIPE, cluster_row
+from tests.validators_app.evidence_support import (
+    PHASES,
+    finished_run,
+)
+from tests.validators_app.runs_support import RECIPE
 from validators_app import orchestrator
-from validators_app.models import Environment, RunStatus, ValidationRun
+from validators_app.models import Environment, RunStatus
 from validators_app.orchestrator.ctrf import build_phase_report, to_bytes
 from validators_app.services import runs
 from validators_app.services.evidence import PublishError, publish_run, run_bundle
 from validators_app.services.site_key import KEY_NAME, generate_pem
 
 pytestmark = pytest.mark.django_db
-
-PHASES = ("deployment", "conformance", "performance")
-HOSTILE = "<script>alert('pwned')</script> token=s3cr3t-bearer ip-10-1-2-3.ec2.internal"
-FORGED_EXTRA = {
-    "nodesValidated": "2",
-    "nodesTotal": "99999999",
-    "skipReason": "<img src=x onerror=alert(1)>",
-    "internalIP": "10.1.2.3",
-}
-SNAPSHOT = {
-    "apiVersion": "aicr.run/v1alpha2",
-    "kind": "Snapshot",
-    "metadata": {
-        "source-node": "ip-10-1-2-3.ec2.internal",
-        "timestamp": "2026-12-01T00:00:00Z",
-        "version": "v0.19.0",
-    },
-    "measurements": [
-        {
-            "type": "K8s",
-            "subtypes": [
-                {"subtype": "server", "data": {"version": "v1.33.5-eks-113cf36"}},
-                {
-                    "subtype": "node",
-                    "data": {"provider": "aws", "hostname": "ip-10-1-2-3.ec2.internal"},
-                },
-                {"subtype": "helm", "data": {"gpu-operator.version": "v25.10.1"}},
-            ],
-        },
-        {
-            "type": "OS",
-            "subtypes": [
-                {"subtype": "release", "data": {"ID": "ubuntu", "VERSION_ID": "24.04"}},
-                {"subtype": "sysctl", "data": {"/proc/sys/kernel/osrelease": "6.8.0-1015-aws"}},
-            ],
-        },
-        {
-            "type": "GPU",
-            "subtypes": [
-                {"subtype": "hardware", "data": {"model": "NVIDIA H100 80GB HBM3", "gpu-count": 8}}
-            ],
-        },
-        {
-            "type": "NodeTopology",
-            "subtypes": [
-                {"subtype": "summary", "data": {"node-count": 3}},
-                {"subtype": "label", "data": {"nvidia.com/gpu.present": "true|gpu-1,gpu-2"}},
-            ],
-        },
-    ],
-}
 
 
 @pytest.fixture(autouse=True)
@@ -105,59 +57,6 @@ def recipe(real_catalog: Any) -> Recipe:
     return Recipe.objects.current().get(name=RECIPE, profile="")
 
 
-def _outcome(phase: str, name: str, status: str) -> orchestrator.CheckOutcome:
-    codes = {"passed": 0, "failed": 1, "skipped": 2, "other": -1}
-    return orchestrator.CheckOutcome(
-        phase=phase,
-        name=name,
-        status=status,
-        exit_code=codes[status],
-        message="" if status == "passed" else f"[INTERNAL] {HOSTILE}",
-        duration_ms=1234,
-        stdout=("time=2026-12-01T00:00:01Z level=INFO msg=x", HOSTILE, "\ufffd\u2028"),
-        extra=FORGED_EXTRA,
-        job_name=f"aicr-{name}-00000000",
-    )
-
-
-def _reports(recipe: Recipe, *, failing: str = "") -> dict[str, bytes]:
-    """phase → CTRF bytes as the orchestrator writes them, for the recipe's declared checks."""
-    reports = {}
-    for i, phase in enumerate(PHASES):
-        names = [str(c["name"]) for c in recipe.checks.get(phase, [])]
-        outcomes = [
-            _outcome(phase, name, "failed" if name == failing else "passed") for name in names
-        ]
-        start = 1_795_990_000_000 + i * 60_000
-        report = build_phase_report(
-            version="v0.19.0", outcomes=outcomes, start_ms=start, stop_ms=start + 30_000
-        )
-        reports[phase] = to_bytes(report)
-    return reports
-
-
-def _run(
-    recipe: Recipe,
-    *,
-    status: str = RunStatus.PASSED,
-    environment: str = Environment.REAL,
-    failing: str = "",
-    run_id: str = "20261201-000000-0123456789abcdef",
-) -> ValidationRun:
-    reports = _reports(recipe, failing=failing)
-    return ValidationRun.objects.create(
-        cluster=cluster_row(environment=environment, server="https://gpu.example:6443"),
-        recipe=recipe,
-        phases=list(PHASES),
-        status=status,
-        aicr_run_id=run_id,
-        aicr_version="v0.19.0",
-        snapshot_yaml=yaml.safe_dump(SNAPSHOT, sort_keys=False),
-        phase_reports={phase: data.decode() for phase, data in reports.items()},
-        finished_at=datetime(2026, 12, 1, 0, 30, tzinfo=UTC),
-    )
-
-
 def _members(evidence: Evidence) -> dict[str, bytes]:
     files = read_archive(bytes(evidence.content))
     return {path.removeprefix("summary-bundle/"): data for path, data in files.items()}
@@ -168,7 +67,7 @@ def _statement(files: dict[str, bytes]) -> dict[str, Any]:
 
 
 def test_a_passed_run_becomes_verified_evidence_bound_to_the_recipe(recipe: Recipe) -> None:
-    run = _run(recipe)
+    run = finished_run(recipe)
 
     evidence = publish_run(run)
 
@@ -211,7 +110,7 @@ def test_a_passed_run_becomes_verified_evidence_bound_to_the_recipe(recipe: Reci
 
 def test_the_redacted_ctrf_is_what_the_orchestrator_writes_without_logs(recipe: Recipe) -> None:
     """An independent oracle: the orchestrator's own CTRF of outcomes with nothing to redact."""
-    run = _run(recipe, status=RunStatus.FAILED, failing="operator-health")
+    run = finished_run(recipe, status=RunStatus.FAILED, failing="operator-health")
     files = _members(publish_run(run))  # type: ignore[arg-type]
 
     names = [str(c["name"]) for c in recipe.checks["deployment"]]
@@ -239,7 +138,7 @@ def test_the_redacted_ctrf_is_what_the_orchestrator_writes_without_logs(recipe: 
 
 
 def test_a_failed_run_is_published_with_its_failures(recipe: Recipe) -> None:
-    run = _run(recipe, status=RunStatus.FAILED, failing="operator-health")
+    run = finished_run(recipe, status=RunStatus.FAILED, failing="operator-health")
 
     evidence = publish_run(run)
 
@@ -253,7 +152,7 @@ def test_a_failed_run_is_published_with_its_failures(recipe: Recipe) -> None:
 
 
 def test_simulated_evidence_is_labelled_and_never_counts(recipe: Recipe, client: Client) -> None:
-    run = _run(recipe, environment=Environment.SIMULATED)
+    run = finished_run(recipe, environment=Environment.SIMULATED)
 
     evidence = publish_run(run)
 
@@ -273,7 +172,7 @@ def test_simulated_evidence_is_labelled_and_never_counts(recipe: Recipe, client:
 def test_hostile_logs_and_cluster_details_never_reach_the_bundle(
     recipe: Recipe, client: Client
 ) -> None:
-    run = _run(recipe, status=RunStatus.FAILED, failing="operator-health")
+    run = finished_run(recipe, status=RunStatus.FAILED, failing="operator-health")
 
     evidence = publish_run(run)
 
@@ -297,7 +196,7 @@ def test_hostile_logs_and_cluster_details_never_reach_the_bundle(
 def test_the_bundle_layout_matches_aicrs_example(recipe: Recipe) -> None:
     from tests.shared_data import EVIDENCE_EXAMPLE_BUNDLE
 
-    files = _members(publish_run(_run(recipe)))  # type: ignore[arg-type]
+    files = _members(publish_run(finished_run(recipe)))  # type: ignore[arg-type]
 
     example = sorted(
         str(p.relative_to(EVIDENCE_EXAMPLE_BUNDLE))
@@ -338,7 +237,7 @@ def _retar(files: dict[str, bytes]) -> bytes:
 
 
 def test_a_tampered_file_is_refused_at_manifest(recipe: Recipe) -> None:
-    run = _run(recipe)
+    run = finished_run(recipe)
     files = _members(publish_run(run))  # type: ignore[arg-type]
     report = json.loads(files["ctrf/deployment.json"])
     report["results"]["tests"][0]["status"] = "failed"  # was passed: a run made to look worse
@@ -355,13 +254,13 @@ def test_a_tampered_file_is_refused_at_manifest(recipe: Recipe) -> None:
 
 def test_runs_that_did_not_finish_publish_nothing(recipe: Recipe) -> None:
     for i, status in enumerate((RunStatus.ERROR, RunStatus.CANCELLED)):
-        run = _run(recipe, status=status, run_id=f"20261201-00000{i}-0123456789abcdef")
+        run = finished_run(recipe, status=status, run_id=f"20261201-00000{i}-0123456789abcdef")
         assert publish_run(run) is None
     assert not Evidence.objects.exists()
 
 
 def test_publishing_twice_finds_the_same_evidence(recipe: Recipe) -> None:
-    run = _run(recipe)
+    run = finished_run(recipe)
 
     first = publish_run(run)
     again = publish_run(run)
@@ -374,7 +273,7 @@ def test_publishing_twice_finds_the_same_evidence(recipe: Recipe) -> None:
 
 
 def test_publishing_through_the_run_service_links_the_evidence(recipe: Recipe) -> None:
-    run = _run(recipe)
+    run = finished_run(recipe)
 
     runs.run_publish(run=run)
 
@@ -385,7 +284,7 @@ def test_publishing_through_the_run_service_links_the_evidence(recipe: Recipe) -
 
 
 def test_no_or_a_bad_site_key_is_a_clear_error(recipe: Recipe, settings: Any) -> None:
-    run = _run(recipe)
+    run = finished_run(recipe)
 
     settings.SITE_SIGNING_KEY = ""
     with pytest.raises(PublishError, match="no site signing key: set SITE_SIGNING_KEY"):
@@ -397,18 +296,18 @@ def test_no_or_a_bad_site_key_is_a_clear_error(recipe: Recipe, settings: Any) ->
 
 
 def test_a_revoked_site_key_stops_publishing(recipe: Recipe) -> None:
-    first = publish_run(_run(recipe))
+    first = publish_run(finished_run(recipe))
     assert first is not None
     signing_key_revoke(key=SigningKey.objects.get())
 
     with pytest.raises(PublishError, match="was revoked"):
-        publish_run(_run(recipe, run_id="20261201-000001-0123456789abcdef"))
+        publish_run(finished_run(recipe, run_id="20261201-000001-0123456789abcdef"))
     assert SigningKey.objects.count() == 1
     assert Evidence.objects.count() == 1
 
 
 def test_a_snapshot_bomb_is_refused_with_the_reason(recipe: Recipe) -> None:
-    run = _run(recipe)
+    run = finished_run(recipe)
     run.snapshot_yaml = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"b{i}: &b{i} [" + ", ".join([f"*{'a' if i == 0 else f'b{i - 1}'}"] * 10) + "]\n"
         for i in range(8)
@@ -421,7 +320,7 @@ def test_a_snapshot_bomb_is_refused_with_the_reason(recipe: Recipe) -> None:
 def test_a_profiled_recipe_is_refused_with_the_reason(real_catalog: Any) -> None:
     profiled = Recipe.objects.current().exclude(profile="").first()
     assert profiled is not None
-    run = _run(profiled)
+    run = finished_run(profiled)
 
     with pytest.raises(PublishError, match="configuration profile"):
         publish_run(run)

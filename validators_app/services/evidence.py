@@ -3,7 +3,8 @@
 ``publish_run(run)`` turns a ``passed`` or ``failed`` run into the bundle ``aicr validate
 --emit-attestation`` writes (``evidence_app.attestation``: recipe.yaml, the redacted snapshot
 and per-phase CTRF, the synthesized BOM, manifest, statement), signs the statement with the
-site's key (``services.site_key``) and sends the tarball through the same verify-before-count
+site's key (``services.site_key``), or keyless through Sigstore when an identity token is
+configured (``services.keyless``), and sends the tarball through the same verify-before-count
 ingest as an upload (channel ``run``). Evidence from a simulated cluster is stored with
 ``is_simulated`` and never counts. Runs that ended ``error`` or ``cancelled`` publish nothing,
 as AICR writes no CTRF for them.
@@ -33,6 +34,7 @@ from evidence_app.models import Evidence
 from evidence_app.services.ingest import evidence_ingest
 from validators_app.models import RunStatus, ValidationRun
 from validators_app.orchestrator import resolve_image
+from validators_app.services.keyless import KeylessSigningError, identity_token, keyless_sign
 from validators_app.services.runs import validator_catalog
 from validators_app.services.site_key import (
     SiteKeyUnavailable,
@@ -108,10 +110,18 @@ def bundle_input(run: ValidationRun) -> BundleInput:
 
 
 def _sign(statement: bytes) -> bytes:
+    """Keyless when an identity token is configured (``services.keyless``), else the site key.
+
+    A keyless failure is reported, never silently replaced by the site key: the operator
+    configured keyless signing and would otherwise publish evidence of another kind.
+    """
     try:
+        token = identity_token()
+        if token:
+            return keyless_sign(statement, token=token)
         key = site_private_key()
         site_signing_key_ensure(key)
-    except SiteKeyUnavailable as exc:
+    except (SiteKeyUnavailable, KeylessSigningError) as exc:
         raise PublishError(str(exc)) from None
     return sign_statement(statement, key)
 
