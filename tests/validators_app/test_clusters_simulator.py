@@ -1,0 +1,81 @@
+"""Register the simulated clusters (tests/k8s_sim) through the API and test their connection:
+the real kubernetes client, the real HTTP server, the simulator's scenarios."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from rest_framework.test import APIClient
+
+from evidence_app.models import Role
+from evidence_app.services.tokens import token_create, user_with_role
+from tests.k8s_sim import SCENARIOS, SimulatedCluster
+from validators_app.models import Cluster
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def maintainer() -> APIClient:
+    api = APIClient()
+    _, raw = token_create(
+        user=user_with_role(username="m", role=Role.MAINTAINER), role=Role.MAINTAINER
+    )
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    return api
+
+
+def register_and_test(api: APIClient, kubeconfig_text: str, name: str) -> dict[str, object]:
+    created = api.post(
+        "/api/v1/clusters/",
+        data=json.dumps({"name": name, "kubeconfig": kubeconfig_text, "environment": "simulated"}),
+        content_type="application/json",
+    )
+    assert created.status_code == 201, created.content
+    response = api.post(f"/api/v1/clusters/{created.json()['id']}/test/")
+    assert response.status_code == 200
+    body = response.json()
+    assert SCENARIOS["healthy-h100-eks"].token not in json.dumps(body)
+    return body
+
+
+def test_a_healthy_simulated_cluster_answers_its_kubernetes_version(maintainer: APIClient) -> None:
+    with SimulatedCluster("healthy-h100-eks") as cluster:
+        body = register_and_test(maintainer, cluster.kubeconfig, "sim-healthy")
+        version_requests = [path for method, path, *_ in cluster.requests if path == "/version"]
+    assert body == {
+        "ok": True,
+        "server_version": "v1.33.5-eks-113cf36",
+        "detail": "connected; Kubernetes v1.33.5-eks-113cf36",
+    }
+    assert len(version_requests) == 1
+    stored = Cluster.objects.get(name="sim-healthy")
+    assert (stored.last_test_ok, stored.last_test_server_version) == (True, "v1.33.5-eks-113cf36")
+
+
+def test_an_unreachable_simulated_cluster_says_so(maintainer: APIClient) -> None:
+    with SimulatedCluster("unreachable") as cluster:
+        body = register_and_test(maintainer, cluster.kubeconfig, "sim-unreachable")
+    assert body["ok"] is False
+    assert str(body["detail"]).startswith("unreachable:")
+
+
+def test_an_api_answering_500s_is_reported_with_its_status(maintainer: APIClient) -> None:
+    with SimulatedCluster("api-500s") as cluster:
+        body = register_and_test(maintainer, cluster.kubeconfig, "sim-500s")
+    assert body["ok"] is False
+    assert str(body["detail"]).startswith("HTTP 500")
+
+
+def test_a_wrong_token_is_reported_as_refused_credentials(maintainer: APIClient) -> None:
+    with SimulatedCluster("healthy-h100-eks") as cluster:
+        document = yaml.safe_load(cluster.kubeconfig)
+        document["users"][0]["user"]["token"] = "not-the-token"
+        body = register_and_test(maintainer, yaml.safe_dump(document), "sim-bad-token")
+    assert body == {
+        "ok": False,
+        "server_version": "",
+        "detail": "HTTP 401: credentials were refused (unauthorized)",
+    }
