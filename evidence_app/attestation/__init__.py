@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from .builder import (
     PREDICATE_V1,
+    BundleError,
     BundleInput,
     RecipeInput,
     SummaryBundleFiles,
@@ -30,6 +31,7 @@ from .signing import sign_statement, summary_tarball
 
 __all__ = [
     "PREDICATE_V1",
+    "BundleError",
     "BundleInput",
     "RecipeInput",
     "SummaryBundleFiles",

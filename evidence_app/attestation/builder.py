@@ -37,6 +37,10 @@ STATEMENT = "statement.intoto.json"
 _MEDIA_TYPES = {"bom.cdx.json": "application/vnd.cyclonedx+json"}
 
 
+class BundleError(ValueError):
+    """An input cannot go into a bundle; the message names the file."""
+
+
 @dataclass(frozen=True)
 class RecipeInput:
     """What a bundle needs of a recipe (a ``recipes_app.models.Recipe`` has all of it)."""
@@ -122,9 +126,15 @@ def build_summary_bundle(inputs: BundleInput) -> SummaryBundleFiles:
     }
     phases: dict[str, Any] = {}
     for phase, report in inputs.phase_reports.items():
-        data = redact_ctrf(report) if inputs.redact else bytes(report)
+        try:
+            data = redact_ctrf(report) if inputs.redact else bytes(report)
+            summary = _phase_summary(data)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BundleError(
+                f"ctrf/{phase}.json: not a CTRF report ({type(exc).__name__}: {str(exc)[:200]})"
+            ) from None
         files[f"ctrf/{phase}.json"] = data
-        phases[phase] = {**_phase_summary(data), "ctrfDigest": f"sha256:{_sha(data)}"}
+        phases[phase] = {**summary, "ctrfDigest": f"sha256:{_sha(data)}"}
     manifest_doc = {
         "schemaVersion": SCHEMA_VERSION,
         "files": [

@@ -317,6 +317,15 @@ def test_a_snapshot_bomb_is_refused_with_the_reason(recipe: Recipe) -> None:
         run_bundle(run)
 
 
+def test_a_corrupted_phase_report_is_refused_with_the_reason(recipe: Recipe) -> None:
+    run = finished_run(recipe)
+    run.phase_reports = {**run.phase_reports, "conformance": '{"results": "not a report"'}
+
+    with pytest.raises(PublishError, match=r"ctrf/conformance.json: not a CTRF report"):
+        publish_run(run)
+    assert not Evidence.objects.exists()
+
+
 def test_a_profiled_recipe_is_refused_with_the_reason(real_catalog: Any) -> None:
     profiled = Recipe.objects.current().exclude(profile="").first()
     assert profiled is not None

@@ -23,6 +23,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from evidence_app.attestation import (
+    BundleError,
     BundleInput,
     RecipeInput,
     build_summary_bundle,
@@ -128,7 +129,10 @@ def _sign(statement: bytes) -> bytes:
 
 def run_bundle(run: ValidationRun) -> bytes:
     """The signed ``summary-bundle`` tarball of ``run``."""
-    bundle = build_summary_bundle(bundle_input(run))
+    try:
+        bundle = build_summary_bundle(bundle_input(run))
+    except BundleError as exc:
+        raise PublishError(str(exc)) from None
     return summary_tarball(bundle.files, _sign(bundle.statement))
 
 
