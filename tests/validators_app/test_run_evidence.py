@@ -361,3 +361,49 @@ def test_ensure_site_key_refuses_production_without_a_key(settings: Any) -> None
     call_command("ensure_site_key", "--print", stdout=printed)
 
     assert printed.getvalue().startswith("-----BEGIN PRIVATE KEY-----")
+
+
+def test_a_run_on_the_simulated_cluster_publishes_its_own_ctrf(
+    real_catalog: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    """End to end: service → task (in-process) → orchestrator → simulator → publish → ingest."""
+    from aicr_site.celery import app as celery_app
+    from evidence_app.attestation import redact_snapshot
+    from evidence_app.attestation.snapshot import parse_snapshot
+    from recipes_app.resolver import marshal_deterministic
+    from tests.k8s_sim import SCENARIOS, SimulatedCluster
+    from validators_app.models import CheckRun
+    from validators_app.services import clusters
+
+    saved = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    try:
+        with SimulatedCluster(SCENARIOS["gpu-operator-missing"]) as sim:
+            cluster = clusters.cluster_register(
+                name="sim-evidence", kubeconfig_text=sim.kubeconfig, environment="simulated"
+            )
+            with django_capture_on_commit_callbacks(execute=True):
+                run = runs.run_start(cluster=cluster, recipe_name=RECIPE, phases=None)
+    finally:
+        celery_app.conf.task_always_eager = saved
+    run.refresh_from_db()
+
+    assert run.status == RunStatus.FAILED
+    assert run.publish_error == ""
+    evidence = run.evidence
+    assert evidence is not None
+    assert evidence.verdict == "verified"
+    assert evidence.is_simulated
+    files = _members(evidence)
+    predicate = _statement(files)["predicate"]
+    for phase, data in run.phase_report_bytes().items():
+        assert files[f"ctrf/{phase}.json"] == redact_ctrf(data)
+        failed = CheckRun.objects.filter(run=run, phase=phase, status="failed").count()
+        assert predicate["phases"][phase]["failed"] == failed
+    assert predicate["phases"]["deployment"]["failed"] >= 1
+    snapshot = parse_snapshot(run.snapshot_yaml)
+    assert files["snapshot.yaml"] == marshal_deterministic(redact_snapshot(snapshot)).encode()
+    assert predicate["fingerprint"]["k8sVersion"]["value"]
+    assert predicate["fingerprint"]["accelerator"]["value"] == "h100"
+    assert predicate["fingerprint"]["service"]["value"] == "eks"
+    assert predicate["criteriaMatch"]["matched"] is True
