@@ -14,6 +14,7 @@ Everything it reports is SIMULATED: node names, versions, logs and timings are i
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import socket
 import threading
@@ -29,6 +30,7 @@ from .kubelet import ControlPlane
 from .scenarios import SCENARIOS, ApiFaults, HugeLogs, Node, Scenario, WatchFaults
 from .snapshot import node_labels
 from .store import BY_KIND, RESOURCES_BY_PLURAL, ObjectStore, Resource
+from .tls import issue_server_certificate
 
 __all__ = [
     "CATALOG_CHECKS",
@@ -52,14 +54,18 @@ _COMPONENT_NAMESPACES = {
     "cert-manager": "cert-manager",
     "nvsentinel": "nvsentinel",
     "nodewright-operator": "skyhook",
+    "nfd": "node-feature-discovery",
 }
 
 
 class SimulatedCluster:
     """One simulated cluster: an HTTP server on 127.0.0.1 (random port) in its own thread."""
 
-    def __init__(self, scenario: Scenario | str) -> None:
+    def __init__(self, scenario: Scenario | str, *, tls: bool = False) -> None:
+        """``tls``: serve https with a throwaway CA (in the kubeconfig); kubectl needs it, since
+        client-go sends bearer tokens only over TLS."""
         self.scenario = SCENARIOS[scenario] if isinstance(scenario, str) else scenario
+        self.certificate = issue_server_certificate() if tls else None
         self.store = ObjectStore(watch_history=self.scenario.watch_history)
         self.control = ControlPlane(self.store, self.scenario)
         self._api = ApiServer(self.store, self.control, self.scenario)
@@ -76,11 +82,16 @@ class SimulatedCluster:
             with socket.socket() as probe:
                 probe.bind(("127.0.0.1", 0))
                 port = probe.getsockname()[1]
-            self.url = f"http://127.0.0.1:{port}"
+            self.url = f"{self._scheme}://127.0.0.1:{port}"
             return self
         self.control.start()
         self._server = make_http_server(self._api)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        if self.certificate is not None:
+            # Handshake lazily in the handler thread, not in the accept loop.
+            self._server.socket = self.certificate.server_context().wrap_socket(
+                self._server.socket, server_side=True, do_handshake_on_connect=False
+            )
+        self.url = f"{self._scheme}://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.05},
@@ -113,13 +124,18 @@ class SimulatedCluster:
 
     @property
     def kubeconfig(self) -> str:
-        """A kubeconfig for the simulator: http on loopback, bearer-token auth."""
+        """A kubeconfig for the simulator: http (or https) on loopback, bearer-token auth."""
         name = f"sim-{self.scenario.name}"
+        cluster: dict[str, str] = {"server": self.url}
+        if self.certificate is not None:
+            cluster["certificate-authority-data"] = base64.b64encode(
+                self.certificate.ca_pem
+            ).decode()
         return yaml.safe_dump(
             {
                 "apiVersion": "v1",
                 "kind": "Config",
-                "clusters": [{"name": name, "cluster": {"server": self.url}}],
+                "clusters": [{"name": name, "cluster": cluster}],
                 "users": [{"name": f"{name}-admin", "user": {"token": self.scenario.token}}],
                 "contexts": [{"name": name, "context": {"cluster": name, "user": f"{name}-admin"}}],
                 "current-context": name,
@@ -131,6 +147,10 @@ class SimulatedCluster:
         """What exists now; ``kind`` is a Kind (``Job``) or a plural (``jobs``)."""
         resource = _resource(kind)
         return self.store.list(resource, namespace if resource.namespaced else None)
+
+    @property
+    def _scheme(self) -> str:
+        return "https" if self.certificate is not None else "http"
 
     @property
     def requests(self) -> list[tuple[str, str]]:

@@ -12,10 +12,12 @@ import base64
 import copy
 import json
 import random
+import socket
 import threading
 import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -43,14 +45,16 @@ MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's request size limit
 DEFAULT_WATCH_TIMEOUT_S = 1800.0
 
 
+@dataclass(frozen=True)
 class RequestRecord:
-    __slots__ = ("method", "path", "query", "status")
+    """One served request: what was asked, the answer's status, when and for how long."""
 
-    def __init__(self, method: str, path: str, query: Mapping[str, str], status: int) -> None:
-        self.method, self.path, self.query, self.status = method, path, dict(query), status
-
-    def __repr__(self) -> str:
-        return f"RequestRecord({self.method} {self.path} {self.query} -> {self.status})"
+    method: str
+    path: str
+    query: Mapping[str, str]
+    status: int
+    started: float  # time.monotonic() when the request arrived
+    seconds: float  # until the answer (a watch: until it closed)
 
 
 class ApiServer:
@@ -153,6 +157,78 @@ def _resource_list(group: str, version: str) -> dict[str, Any]:
         "apiVersion": "v1",
         "groupVersion": f"{group}/{version}" if group else version,
         "resources": resources,
+    }
+
+
+def _dra_resource_list(version: str) -> dict[str, Any]:
+    """DRA is discoverable (the validators probe it); its objects are not simulated."""
+    kinds = {
+        "deviceclasses": ("DeviceClass", False),
+        "resourceclaims": ("ResourceClaim", True),
+        "resourceclaimtemplates": ("ResourceClaimTemplate", True),
+        "resourceslices": ("ResourceSlice", False),
+    }
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"resource.k8s.io/{version}",
+        "resources": [
+            {
+                "name": plural,
+                "singularName": kind.lower(),
+                "namespaced": namespaced,
+                "kind": kind,
+                "verbs": ["get", "list", "watch"],
+            }
+            for plural, (kind, namespaced) in kinds.items()
+        ],
+    }
+
+
+def _openapi_v3(group_version_path: str) -> dict[str, Any]:
+    """Just enough OpenAPI v3 for kubectl to see that PATCH takes ``fieldValidation``, so it
+    validates server-side instead of downloading full schemas (which are not simulated)."""
+    if not group_version_path:
+        return {
+            "paths": {
+                ("api/" if not group else f"apis/{group}/") + version: {
+                    "serverRelativeURL": (
+                        "/openapi/v3/api/" if not group else f"/openapi/v3/apis/{group}/"
+                    )
+                    + f"{version}?hash=SIM"
+                }
+                for group, version in BY_GROUP_VERSION
+            }
+        }
+    prefix, _, rest = group_version_path.partition("/")
+    group, _, version = rest.rpartition("/") if prefix == "apis" else ("", "", rest)
+    resources = BY_GROUP_VERSION.get((group, version))
+    if resources is None:
+        raise ApiError(404, "NotFound", "the server could not find the requested resource")
+    paths: dict[str, Any] = {}
+    for resource in resources.values():
+        scope = "/namespaces/{namespace}" if resource.namespaced else ""
+        paths[f"/{group_version_path}{scope}/{resource.plural}/{{name}}"] = {
+            "patch": {
+                "operationId": f"patch{resource.kind}",
+                "x-kubernetes-action": "patch",
+                "x-kubernetes-group-version-kind": {
+                    "group": group,
+                    "version": version,
+                    "kind": resource.kind,
+                },
+                "parameters": [
+                    {"name": name, "in": "query", "schema": {"type": "string"}}
+                    for name in ("dryRun", "fieldManager", "fieldValidation", "force")
+                ],
+                "responses": {"200": {"description": "OK"}},
+            }
+        }
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes (simulated)", "version": "v1"},
+        "paths": paths,
+        "components": {"schemas": {}},
     }
 
 
@@ -329,9 +405,16 @@ def _table(resource: Resource, items: list[dict[str, Any]], rv: str) -> dict[str
         elif resource.plural == "pods":
             statuses = status.get("containerStatuses") or []
             ready = sum(1 for s in statuses if s.get("ready"))
+            shown = status.get("phase", "Pending")
+            for container in statuses:  # kubectl shows the container's reason, e.g. Completed
+                state = container.get("state") or {}
+                reason = (state.get("terminated") or state.get("waiting") or {}).get("reason")
+                shown = reason or shown
+            if meta.get("deletionTimestamp"):
+                shown = "Terminating"
             cells += [
                 f"{ready}/{len(item['spec'].get('containers') or [])}",
-                status.get("phase", "Pending"),
+                shown,
                 0,
             ]
         cells.append(_age(meta.get("creationTimestamp")))
@@ -364,6 +447,12 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     api: ApiServer
 
+    def setup(self) -> None:
+        super().setup()
+        # Like Go's net/http: no Nagle, or each answer (headers and body are two writes) waits
+        # ~40 ms for the client's delayed ACK.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format: str, *args: Any) -> None:
         pass  # tests read .requests instead of stderr noise
 
@@ -389,6 +478,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = url.path.rstrip("/") or "/"
         query = {key: values[-1] for key, values in parse_qs(url.query).items()}
         self._status = 0
+        started = time.monotonic()
         try:
             body = self._read_body()
             if path not in ("/healthz", "/livez", "/readyz"):
@@ -405,7 +495,11 @@ class _Handler(BaseHTTPRequestHandler):
                 500, ApiError(500, "InternalError", f"simulator bug: {error!r}").status()
             )
         finally:
-            self.api.request_log.append(RequestRecord(method, path, query, self._status))
+            self.api.request_log.append(
+                RequestRecord(
+                    method, path, query, self._status, started, time.monotonic() - started
+                )
+            )
 
     def _read_body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)
@@ -493,6 +587,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_json(
                 200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": _groups(scenario)}
             )
+        if path == "/openapi/v3" or path.startswith("/openapi/v3/"):
+            return self._send_json(200, _openapi_v3(path.removeprefix("/openapi/v3").strip("/")))
         parts = path.strip("/").split("/")
         if parts[0] == "api" and len(parts) >= 2:
             group, version, rest = "", parts[1], parts[2:]
@@ -506,6 +602,8 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         resources = BY_GROUP_VERSION.get((group, version))
+        if group == "resource.k8s.io" and version in scenario.resource_api_versions and not rest:
+            return self._send_json(200, _dra_resource_list(version))
         if resources is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if not rest:

@@ -320,7 +320,8 @@ def _dra_support(ctx: CheckContext) -> None:
 
 def _accelerator_metrics(ctx: CheckContext) -> None:
     url = "http://nvidia-dcgm-exporter.gpu-operator.svc:9400/metrics"
-    if not (ctx.scenario.gpu_operator_version and ctx.scenario.dcgm_exporter):
+    # The exporter is a DaemonSet on GPU nodes: without one the Service has no endpoint.
+    if not (ctx.scenario.dcgm_exporter and ctx.scenario.gpu_nodes()):
         raise Fail(
             "SERVICE_UNAVAILABLE",
             f'failed to reach {url}: Get "{url}": dial tcp: lookup nvidia-dcgm-exporter.'

@@ -85,28 +85,30 @@ class Scenario:
     )
     kernel: str = "6.8.0-1015-aws"
     container_runtime: str = "containerd://2.0.5"
-    gpu_operator_version: str | None = "v25.10.1"  # None: not installed
+    gpu_operator_version: str | None = "v26.3.3"  # None: not installed
     gpu_operator_running: bool = True
     dra_driver_installed: bool = True
     resource_api_versions: tuple[str, ...] = ("v1", "v1beta2", "v1beta1")
     dcgm_exporter: bool = True
-    # Installed components (Helm release name → version), as the cluster really has them.
+    # Installed components (Helm release name -> version): the versions AICR's catalog (main-08)
+    # pins for h100-eks-ubuntu-training-kubeflow, so its expected-resources check passes.
     components: Mapping[str, str] = field(
         default_factory=lambda: {
-            "gpu-operator": "v25.10.1",
-            "nvidia-dra-driver-gpu": "25.12.0",
-            "kube-prometheus-stack": "82.8.0",
-            "prometheus-adapter": "5.3.0",
+            "aws-ebs-csi-driver": "2.59.0",
+            "aws-efa": "v0.5.29",
+            "cert-manager": "v1.20.2",
+            "gpu-operator": "v26.3.3",
             "k8s-ephemeral-storage-metrics": "1.19.2",
-            "kai-scheduler": "v0.13.0",
-            "kubeflow-trainer": "2.1.0",
-            "cert-manager": "v1.17.2",
-            "aws-ebs-csi-driver": "2.55.0",
-            "aws-efa": "v0.5.26",
-            "nvsentinel": "v0.10.0",
-            "nodewright-operator": "v0.14.0",
+            "kai-scheduler": "v0.14.1",
+            "kube-prometheus-stack": "84.4.0",
+            "kubeflow-trainer": "2.2.0",
+            "nfd": "0.19.0",
             "nodewright-customizations": "",
-            "nfd": "0.18.2",
+            "nodewright-operator": "v0.17.1",
+            "nvidia-dra-driver-gpu": "0.4.1",
+            "nvsentinel": "v1.9.0",
+            "prometheus-adapter": "5.3.0",
+            "prometheus-operator-crds": "28.0.1",
         }
     )
     nccl_busbw_gbps: float = 456.84
@@ -158,7 +160,7 @@ _SYSTEM_NODE = Node(
 HEALTHY = Scenario(
     name="healthy-h100-eks",
     description="EKS 1.33, two p5.48xlarge (8xH100) nodes + one system node, Ubuntu 24.04, "
-    "GPU operator v25.10.1, DRA driver, DCGM exporter; every declared check passes",
+    "GPU operator v26.3.3, DRA driver, DCGM exporter; every declared check passes",
     nodes=(*_GPU_NODES, _SYSTEM_NODE),
 )
 

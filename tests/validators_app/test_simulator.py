@@ -345,7 +345,7 @@ def test_it_skips_with_exit_2_as_aicr_does() -> None:
     assert state.exit_code == 2
     assert state.message == (
         "[INTERNAL] no Deployment.gpu-operator.version constraint in recipe; "
-        "detected v25.10.1: skip"
+        "detected v26.3.3: skip"
     )
     assert 'level=INFO msg=SKIP reason="[INTERNAL] no Deployment' in log
 
