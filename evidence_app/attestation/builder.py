@@ -119,9 +119,13 @@ def build_summary_bundle(inputs: BundleInput) -> SummaryBundleFiles:
         timestamp=attested_at,
         serial_number=inputs.bom_serial,
     )
+    try:
+        snapshot_yaml = marshal_deterministic(snapshot).encode()
+    except (ValueError, TypeError) as exc:
+        raise BundleError(f"snapshot.yaml: cannot be written ({str(exc)[:200]})") from None
     files: dict[str, bytes] = {
         "recipe.yaml": recipe.canonical_yaml.encode(),
-        "snapshot.yaml": marshal_deterministic(snapshot).encode(),
+        "snapshot.yaml": snapshot_yaml,
         "bom.cdx.json": bom,
     }
     phases: dict[str, Any] = {}

@@ -14,7 +14,9 @@ What leaves the cluster in a published bundle (AICR-VALIDATE.md §10):
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -34,6 +36,17 @@ APPLIED = (
 _COUNT = re.compile(r"[0-9]{1,5}")
 _SKIP_REASONS = frozenset({"no-gpu-nodes", "no-schedulable-gpu-nodes", "nodes-busy"})
 _HEADER_METADATA = ("timestamp", "version")
+FINGERPRINT_FIELDS = (
+    "service",
+    "accelerator",
+    "gpuModel",
+    "os",
+    "k8sVersion",
+    "region",
+    "nodeCount",
+    "gpuNodeCount",
+)
+FINGERPRINT_ENTRY_KEYS = ("value", "source", "note", "version")
 MEASUREMENT_ALLOWLIST: Mapping[str, Mapping[str, frozenset[str]]] = {
     "K8s": {
         "server": frozenset({"version", "platform", "goVersion"}),
@@ -120,25 +133,54 @@ def _redact_measurement(measurement: object) -> dict[str, Any] | None:
         data = subtype.get("data")
         if not keys or not isinstance(data, Mapping):
             continue
-        kept = {k: v for k, v in data.items() if k in keys}
+        kept = {k: v for k, v in data.items() if k in keys and _scalar(v)}
         if kept:
             subtypes.append({"subtype": name, "data": kept})
     return {"type": mtype, "subtypes": subtypes} if subtypes else None
+
+
+def _scalar(value: object) -> bool:
+    """A reading AICR's typed snapshot can hold (int, string, bool, float64; a YAML timestamp
+    decodes to a time). Maps, lists and non-finite floats cannot: they are dropped."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, str | int | datetime.date)  # bool is an int
+
+
+def _fingerprint_kept(value: object) -> dict[str, Any]:
+    """The snapshot's ``fingerprint`` as AICR's typed struct re-marshals it: the known
+    dimensions, each with scalar ``value``/``source``/``note``/``version``; anything else (a
+    cluster wrote it) is dropped."""
+    if not isinstance(value, Mapping):
+        return {}
+    kept: dict[str, Any] = {}
+    for name in FINGERPRINT_FIELDS:
+        entry = value.get(name)
+        if isinstance(entry, Mapping):
+            fields = {k: entry[k] for k in FINGERPRINT_ENTRY_KEYS if _scalar(entry.get(k))}
+            if fields:
+                kept[name] = fields
+    return kept
 
 
 def redact_snapshot(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     """``redact.Snapshot``: the header and the allowlisted readings only."""
     out: dict[str, Any] = {}
     for key in ("kind", "apiVersion"):
-        if snapshot.get(key) not in (None, ""):
+        if snapshot.get(key) not in (None, "") and _scalar(snapshot[key]):
             out[key] = snapshot[key]
     metadata = snapshot.get("metadata")
     if isinstance(metadata, Mapping):
-        kept = {k: metadata[k] for k in _HEADER_METADATA if metadata.get(k) not in (None, "")}
+        kept = {
+            k: metadata[k]
+            for k in _HEADER_METADATA
+            if metadata.get(k) not in (None, "") and _scalar(metadata[k])
+        }
         if kept:
             out["metadata"] = kept
-    if snapshot.get("fingerprint"):
-        out["fingerprint"] = snapshot["fingerprint"]
+    fingerprint = _fingerprint_kept(snapshot.get("fingerprint"))
+    if fingerprint:
+        out["fingerprint"] = fingerprint
     measurements = [
         m
         for m in (_redact_measurement(item) for item in _items(snapshot.get("measurements")))

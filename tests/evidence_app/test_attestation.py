@@ -237,3 +237,27 @@ def test_the_fingerprint_of_a_full_h100_eks_snapshot() -> None:
         "nodes": "matched",
     }
     assert criteria_match({"accelerator": "gb200"}, fingerprint)["matched"] is False
+
+
+def test_readings_that_are_not_scalars_are_dropped_not_a_crash() -> None:
+    snapshot = parse_snapshot(
+        "kind: Snapshot\n"
+        "fingerprint: {service: {value: eks, x: {1: 2}}, os: {value: .inf}, junk: [1]}\n"
+        "metadata: {timestamp: 2026-01-01T00:00:00Z, version: [x], source-node: n1}\n"
+        "measurements:\n"
+        "  - type: K8s\n"
+        "    subtypes:\n"
+        "      - subtype: server\n"
+        "        data: {version: v1.33.5, platform: .inf, goVersion: {1: x}}\n"
+    )
+
+    bundle = build_summary_bundle(_example_input(snapshot=snapshot))
+
+    assert yaml.safe_load(bundle.files["snapshot.yaml"]) == {
+        "fingerprint": {"service": {"value": "eks"}},
+        "kind": "Snapshot",
+        "measurements": [
+            {"subtypes": [{"data": {"version": "v1.33.5"}, "subtype": "server"}], "type": "K8s"}
+        ],
+        "metadata": {"timestamp": datetime(2026, 1, 1, tzinfo=UTC)},
+    }
