@@ -12,8 +12,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.cache import cache
 from django.test import Client
 
+from evidence_app.corroborate.allowlist import source_slug
 from evidence_app.models import Evidence, SigningKey
-from evidence_app.services import trust_roots
+from evidence_app.selectors import recipe_consensus_states
+from evidence_app.services import signers, trust_roots
 from recipes_app.models import Recipe
 from tests.sigstore_private import PrivateSigstore
 from tests.sigstore_servers import OIDC_ISSUER, RUNS_IDENTITY, LoopbackSigstore, loopback_sigstore
@@ -79,6 +81,26 @@ def test_a_run_is_signed_keyless_and_verified(
     html = client.get(f"/evidence/{evidence.pk}/").content.decode()
     assert RUNS_IDENTITY in html
     assert "Key-signed." not in html
+
+
+def test_an_allowlisted_run_identity_counts_like_any_signer(
+    sigstore: LoopbackSigstore, trusted: None, recipe: Recipe
+) -> None:
+    slug = source_slug(OIDC_ISSUER, RUNS_IDENTITY)
+    signers.allowlist_publish(
+        body=(
+            "schemaVersion: 1.0.0\nfirstParty: []\npartner: []\ncommunity:\n"
+            f"  - issuer: {OIDC_ISSUER}\n    source: {slug}\n    label: This site's runs\n"
+        ),
+        note="tests",
+    )
+
+    evidence = publish_run(finished_run(recipe))
+
+    assert evidence is not None
+    assert evidence.signer.signer_class == "community"
+    assert Evidence.objects.counted().filter(pk=evidence.pk).exists()
+    assert RECIPE in recipe_consensus_states(catalog=recipe.catalog)
 
 
 def test_the_token_can_come_from_a_file(
