@@ -17,7 +17,6 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
-from django.views.decorators.vary import vary_on_headers
 
 from aicr_site.lib.htmx import HtmxHttpRequest
 from evidence_app import permissions
@@ -73,7 +72,6 @@ def cluster_list(request: HtmxHttpRequest) -> HttpResponse:
 
 
 @require_safe
-@vary_on_headers("HX-Request")
 def cluster_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if not can_read(request.user):
         return _refuse(request, READ_REFUSAL)

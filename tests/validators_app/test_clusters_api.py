@@ -8,7 +8,11 @@ import time
 from typing import Any
 
 import pytest
+import yaml
 from django.db import connection
+from django.test import Client
+from openapi_core import OpenAPI
+from openapi_core.contrib.django import DjangoOpenAPIRequest, DjangoOpenAPIResponse
 from rest_framework.test import APIClient
 
 from evidence_app.models import Role
@@ -277,3 +281,26 @@ def test_the_raw_column_is_ciphertext_after_an_api_registration() -> None:
         (stored,) = cursor.fetchone()
     assert SECRET_TOKEN not in stored
     assert stored.startswith("gAAAAA")
+
+
+def test_every_answer_matches_the_openapi_document() -> None:
+    schema = yaml.safe_load(Client().get("/api/schema/").content)
+    spec = OpenAPI.from_dict({**schema, "servers": [{"url": "http://testserver"}]})
+    api = client_for(Role.MAINTAINER)
+    with serve_version() as url:
+        created = post(api, registration(kubeconfig=kubeconfig(server=url)))
+        cluster_id = created.json()["id"]
+        responses = [
+            created,
+            post(api, registration(kubeconfig=kubeconfig(server=url))),  # 400: the name
+            api.post(f"{URL}{cluster_id}/test/"),
+            api.get(URL),
+            api.get(f"{URL}{cluster_id}/"),
+            api.get(f"{URL}999999/"),
+            client_for(None).get(URL),
+        ]
+    assert [r.status_code for r in responses] == [201, 400, 200, 200, 200, 404, 401]
+    for response in responses:
+        spec.validate_response(
+            DjangoOpenAPIRequest(response.wsgi_request), DjangoOpenAPIResponse(response)
+        )

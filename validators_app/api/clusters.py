@@ -129,6 +129,7 @@ def _error(message: str, code: int, field: str | None = None) -> Response:
     list=extend_schema(
         summary="List clusters",
         description="Maintainers and auditors. Never includes the kubeconfig.",
+        responses={200: ClusterSerializer(many=True), 401: ErrorSerializer, 403: ErrorSerializer},
         tags=TAGS,
     ),
     retrieve=extend_schema(
