@@ -4,6 +4,9 @@ without the key, and the development key file created once even when processes r
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -126,3 +129,35 @@ def test_repr_and_str_hold_no_kubeconfig() -> None:
     for text in (repr(cluster), str(cluster)):
         assert SECRET_TOKEN not in text
         assert cluster.kubeconfig_encrypted not in text
+
+
+def test_ensure_local_keys_prints_a_fresh_key_for_production() -> None:
+    out = io.StringIO()
+    call_command("ensure_local_keys", "--print", stdout=out)
+    Fernet(out.getvalue().strip().encode())  # raises if it is not a Fernet key
+
+
+def test_ensure_local_keys_refuses_in_production_without_a_key(
+    settings: pytest.FixtureRequest,
+) -> None:
+    settings.CLUSTER_KUBECONFIG_KEYS = []  # type: ignore[attr-defined]
+    err = io.StringIO()
+    with pytest.raises(SystemExit):
+        call_command("ensure_local_keys", stdout=io.StringIO(), stderr=err)
+    assert "CLUSTER_KUBECONFIG_KEY is not set" in err.getvalue()
+
+
+def test_a_malformed_key_stops_the_site_at_start_up() -> None:
+    environment = os.environ | {"CLUSTER_KUBECONFIG_KEY": "not-a-key", "DEBUG": "1"}
+    environment.pop("DJANGO_SETTINGS_MODULE", None)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "CLUSTER_KUBECONFIG_KEY holds a value that is not a Fernet key" in result.stderr
+    assert "not-a-key" not in result.stderr.replace("CLUSTER_KUBECONFIG_KEY", "")
