@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 
-from validators_app import crypto, kubeconfig
+from validators_app import crypto, kubeconfig, orchestrator
 from validators_app.models import Cluster, Environment
 
 logger = logging.getLogger(__name__)
@@ -151,11 +151,11 @@ def cluster_api_client(cluster: Cluster) -> Iterator[Any]:
         yield api
 
 
-def cluster_test_connection(*, cluster: Cluster, timeout_s: float | None = None) -> Any:
-    """Ask the cluster for its version within ``timeout_s`` and record the answer on it.
-    Returns the orchestrator's ``ConnectionResult`` (ok, server_version, detail)."""
-    from validators_app import orchestrator
-
+def cluster_test_connection(
+    *, cluster: Cluster, timeout_s: float | None = None
+) -> orchestrator.ConnectionResult:
+    """Ask the cluster for its version within ``timeout_s`` (default
+    ``CLUSTER_TEST_TIMEOUT_SECONDS``) and record the answer on it."""
     timeout = settings.CLUSTER_TEST_TIMEOUT_SECONDS if timeout_s is None else timeout_s
     try:
         with cluster_api_client(cluster) as api:
