@@ -13,6 +13,7 @@ import copy
 import json
 import random
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -107,9 +108,19 @@ class ApiServer:
             return self._watch_count
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up (a closed watch, a killed worker) is normal, not a traceback.
+        error = sys.exc_info()[1]
+        if not isinstance(error, OSError):
+            super().handle_error(request, client_address)
+
+
 def make_http_server(api: ApiServer) -> ThreadingHTTPServer:
     handler = type("SimHandler", (_Handler,), {"api": api})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _Server(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     return server
 
