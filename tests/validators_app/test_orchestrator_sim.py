@@ -469,3 +469,43 @@ def test_it_heartbeats_while_waiting() -> None:
     assert (
         _hook_counts(lambda: _run("healthy-h100-eks", hooks, phases=("deployment",))[0], hooks) >= 4
     )
+
+
+def test_a_job_the_api_refuses_is_other_and_the_run_goes_on() -> None:
+    refused = job_name(RUN_ID, "gpu-operator-version")
+    scenario = replace(
+        steady("healthy-h100-eks"),
+        api_faults=ApiFaults(status=422, probability=1.0, path_contains=f"/jobs/{refused}"),
+    )
+    outcome, _ = _run(scenario, phases=("deployment",))
+    got = _by_name(outcome)["gpu-operator-version"]
+    assert (got.status, got.exit_code, got.duration_ms) == ("other", -1, 0)
+    assert got.message.startswith(f"failed to deploy Job: apply job {refused}: HTTP 422")
+    assert [c.status for c in outcome.checks] == ["passed", "passed", "other", "passed"]
+    assert outcome.status == "failed"
+
+
+def test_an_unreadable_log_is_only_a_warning() -> None:
+    scenario = replace(
+        steady("gpu-operator-missing"),
+        api_faults=ApiFaults(status=500, probability=1.0, path_contains="/log"),
+    )
+    outcome, _ = _run(scenario, phases=("deployment",))
+    health = _by_name(outcome)["operator-health"]
+    assert (health.status, health.message) == ("failed", "[NOT_FOUND] no gpu-operator pods found")
+    assert health.stdout == ()
+
+
+def test_cancel_during_the_snapshot_cleans_the_agent_up() -> None:
+    class CancelAtOnce(Hooks):
+        def cancel_requested(self) -> bool:
+            return True
+
+    outcome, cluster = _run("healthy-h100-eks", CancelAtOnce())
+    assert (outcome.status, outcome.snapshot_yaml, outcome.checks) == ("cancelled", None, ())
+    assert cluster.objects("Job", NS) == []
+    assert [
+        o
+        for o in cluster.objects("ClusterRoleBinding")
+        if o["metadata"]["name"] == "aicr-node-reader"
+    ] == []
