@@ -9,6 +9,7 @@ import json
 import os
 import stat
 import tarfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -407,3 +408,39 @@ def test_a_run_on_the_simulated_cluster_publishes_its_own_ctrf(
     assert predicate["fingerprint"]["accelerator"]["value"] == "h100"
     assert predicate["fingerprint"]["service"]["value"] == "eks"
     assert predicate["criteriaMatch"]["matched"] is True
+
+
+def test_a_run_with_aicrs_inputs_gives_aicrs_bundle_byte_for_byte(
+    recipe: Recipe, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The path publish_run takes (run row → bundle_input → builder), fed what AICR's example
+    bundle was emitted from, writes that bundle's 8 files exactly."""
+    from evidence_app.attestation import build_summary_bundle
+    from evidence_app.corroborate.gojson import marshal_indent
+    from tests.shared_data import EVIDENCE_EXAMPLE_BUNDLE, SNAPSHOT_EXAMPLE
+    from validators_app.services import evidence as run_evidence
+
+    golden = {
+        str(p.relative_to(EVIDENCE_EXAMPLE_BUNDLE)): p.read_bytes()
+        for p in EVIDENCE_EXAMPLE_BUNDLE.rglob("*")
+        if p.is_file()
+    }
+    reports = {}
+    for phase in PHASES:
+        doc = json.loads(golden[f"ctrf/{phase}.json"])
+        for test in doc["results"]["tests"]:
+            test["message"] = "skipped - no-cluster mode"  # what AICR's redaction removed
+        reports[phase] = marshal_indent(doc).decode()
+    run = finished_run(recipe)
+    run.aicr_version = "v0.19.0-example"
+    run.snapshot_yaml = SNAPSHOT_EXAMPLE.read_text()
+    run.phase_reports = reports
+    run.finished_at = datetime(2026, 11, 29, 22, 13, 13, tzinfo=UTC)
+    serial = json.loads(golden["bom.cdx.json"])["serialNumber"]
+    monkeypatch.setattr(run_evidence, "_bom_serial", lambda run: serial)  # AICR's was random
+
+    bundle = build_summary_bundle(run_evidence.bundle_input(run))
+
+    assert sorted(bundle.files) == sorted(golden)
+    for name, data in golden.items():
+        assert bundle.files[name] == data, name
