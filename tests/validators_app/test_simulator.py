@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
+import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import kubernetes
@@ -344,8 +347,7 @@ def test_it_skips_with_exit_2_as_aicr_does() -> None:
     state = terminated(pod)
     assert state.exit_code == 2
     assert state.message == (
-        "[INTERNAL] no Deployment.gpu-operator.version constraint in recipe; "
-        "detected v26.3.3: skip"
+        "[INTERNAL] no Deployment.gpu-operator.version constraint in recipe; detected v26.3.3: skip"
     )
     assert 'level=INFO msg=SKIP reason="[INTERNAL] no Deployment' in log
 
@@ -437,3 +439,69 @@ def test_it_answers_injected_500s_then_recovers() -> None:
             assert yaml.safe_load(failed.value.body)["reason"] == "InternalError"
         assert core.list_namespace().items
     assert [record.status for record in cluster.request_log] == [500, 500, 200]
+
+
+KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
+
+
+@pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl is not installed")
+def test_it_gives_kubectl_the_same_answers_as_the_python_client(tmp_path: Path) -> None:
+    """A second real client (client-go, via kubectl) agrees with the python client on shapes."""
+    with SimulatedCluster(SCENARIOS["healthy-h100-eks"], tls=True) as cluster:
+        api = api_for(cluster)
+        prepare_run(api)
+        (tmp_path / "config").write_text(cluster.kubeconfig)
+        (tmp_path / "job.yaml").write_text(yaml.safe_dump(validator_job("operator-health")))
+        env = {
+            "KUBECONFIG": str(tmp_path / "config"),
+            "HOME": str(tmp_path),
+            "PATH": "/usr/bin:/bin",
+        }
+
+        def kubectl(*args: str) -> str:
+            done = subprocess.run(
+                [KUBECTL, *args],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+                check=False,
+            )
+            assert done.returncode == 0, done.stderr
+            assert "Unhandled Error" not in done.stderr, done.stderr  # e.g. a discovery 404
+            return done.stdout
+
+        core = client.CoreV1Api(api)
+        names = kubectl("get", "namespaces", "-o", "name").split()
+        assert names == [f"namespace/{ns.metadata.name}" for ns in core.list_namespace().items]
+        table = kubectl("get", "namespaces")
+        assert table.splitlines()[0].split() == ["NAME", "STATUS", "AGE"]
+
+        applied = kubectl("apply", "--server-side", "-f", str(tmp_path / "job.yaml"))
+        assert applied.strip() == "job.batch/aicr-operator-health-1a2b3c4d serverside-applied"
+        patch = next(r for r in cluster.request_log if r.method == "PATCH" and "/jobs/" in r.path)
+        assert patch.query["fieldManager"] == "kubectl"
+        assert patch.query["fieldValidation"] == "Strict"  # validated server-side, no schemas
+        job = wait_terminal(api, "aicr-operator-health-1a2b3c4d", "0")
+
+        listed = json.loads(kubectl("get", "jobs", "-n", NS, "-o", "json"))
+        (item,) = listed["items"]
+        assert item["metadata"]["uid"] == job.metadata.uid
+        assert item["metadata"]["resourceVersion"] == job.metadata.resource_version
+        assert job.metadata.managed_fields[0].manager == "kubectl"  # kubectl hides them
+        assert [c["type"] for c in item["status"]["conditions"]] == [
+            c.type for c in job.status.conditions
+        ]
+        assert item["spec"]["selector"]["matchLabels"] == job.spec.selector.match_labels
+        (pod,) = core.list_namespaced_pod(
+            NS, label_selector=f"batch.kubernetes.io/job-name={job.metadata.name}"
+        ).items
+        assert kubectl("get", "pods", "-n", NS).splitlines()[1].split()[:3] == [
+            pod.metadata.name,
+            "0/1",
+            "Completed",
+        ]
+        via_kubectl = kubectl("logs", "-n", NS, f"job/{job.metadata.name}", "-c", "validator")
+        via_python = core.read_namespaced_pod_log(pod.metadata.name, NS, container="validator")
+        assert via_kubectl == via_python
+        assert "Running: 1/1" in via_kubectl
