@@ -352,6 +352,19 @@ def test_ensure_site_key_creates_a_private_key_file_once(settings: Any, tmp_path
     assert stat.S_IMODE(os.stat(settings.SITE_SIGNING_LOCAL_KEY_FILE).st_mode) == 0o600
 
 
+def test_development_generates_the_local_key_on_first_publish(
+    recipe: Recipe, settings: Any, tmp_path: Path
+) -> None:
+    settings.SITE_SIGNING_KEY = ""
+    settings.SITE_SIGNING_LOCAL_KEY_FILE = tmp_path / ".local" / "site-signing-key.pem"
+
+    evidence = publish_run(finished_run(recipe))
+
+    assert evidence is not None
+    assert evidence.verdict == "verified"
+    assert settings.SITE_SIGNING_LOCAL_KEY_FILE.exists()
+
+
 def test_ensure_site_key_refuses_production_without_a_key(settings: Any) -> None:
     settings.SITE_SIGNING_KEY = ""
     settings.SITE_SIGNING_LOCAL_KEY_FILE = None

@@ -2,10 +2,11 @@
 
 An ECDSA P-256 private key, PEM, from the environment (``SITE_SIGNING_KEY``). In development
 (``DEBUG`` and no ``SITE_SIGNING_KEY``) ``manage.py ensure_site_key`` generates one into the
-git-ignored ``SITE_SIGNING_LOCAL_KEY_FILE``. Its public half is registered as a
-``SigningKey`` the first time a run is published, so the ingest verifies run evidence like any
-other key-signed upload, and a maintainer can revoke it like any other key (then runs stop
-publishing until a new key is configured: a revoked key is never registered again).
+git-ignored ``SITE_SIGNING_LOCAL_KEY_FILE`` (the first publish does too, if nobody ran it). Its
+public half is registered as a ``SigningKey`` the first time a run is published, so the ingest
+verifies run evidence like any other key-signed upload, and a maintainer can revoke it like any
+other key (then runs stop publishing until a new key is configured: a revoked key is never
+registered again).
 
 Key-signed evidence is shown as such: it counts on this site because the key is registered,
 but AICR's upstream evidence gate accepts keyless (Fulcio certificate) signatures only.
@@ -70,7 +71,10 @@ def _configured_pem() -> bytes:
     if pem:
         return pem.encode()
     local = getattr(settings, "SITE_SIGNING_LOCAL_KEY_FILE", None)
-    if local is not None and Path(local).exists():
+    if local is not None:
+        # Development only (the setting is None unless DEBUG and no SITE_SIGNING_KEY), like
+        # the kubeconfig key: a worker started without `ensure_site_key` still has a key.
+        ensure_local_site_key(Path(local))
         return Path(local).read_bytes()
     raise SiteKeyUnavailable(
         "no site signing key: set SITE_SIGNING_KEY to the PEM of an ECDSA P-256 private key "
