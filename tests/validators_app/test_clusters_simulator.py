@@ -4,6 +4,7 @@ the real kubernetes client, the real HTTP server, the simulator's scenarios."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import yaml
@@ -44,7 +45,11 @@ def register_and_test(api: APIClient, kubeconfig_text: str, name: str) -> dict[s
 def test_a_healthy_simulated_cluster_answers_its_kubernetes_version(maintainer: APIClient) -> None:
     with SimulatedCluster("healthy-h100-eks") as cluster:
         body = register_and_test(maintainer, cluster.kubeconfig, "sim-healthy")
-        version_requests = [path for method, path, *_ in cluster.requests if path == "/version"]
+        # The simulator logs a request after answering it: give its thread a moment.
+        deadline = time.monotonic() + 5
+        while ("GET", "/version") not in cluster.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        version_requests = [request for request in cluster.requests if request[1] == "/version"]
     assert body == {
         "ok": True,
         "server_version": "v1.33.5-eks-113cf36",
