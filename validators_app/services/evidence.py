@@ -139,8 +139,9 @@ def run_bundle(run: ValidationRun) -> bytes:
 def publish_run(run: ValidationRun) -> Evidence | None:
     """The evidence of a passed or failed run (None for any other status).
 
-    Raises ``PublishError`` with the reason when the bundle cannot be built or signed, or the
-    ingest refuses it (naming the step, e.g. ``signature`` when the site key was revoked).
+    Raises ``PublishError`` with the reason when the bundle cannot be built or signed (no or
+    a revoked site key, a keyless failure), or the ingest refuses it, naming the step (e.g.
+    ``signature`` when the keyless instance's root is not trusted here).
     """
     if run.status not in PUBLISHED_STATUSES:
         return None
