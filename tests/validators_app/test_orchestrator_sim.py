@@ -525,3 +525,21 @@ def test_an_outage_mid_run_ends_as_error_with_the_reason_and_cleans_up() -> None
     assert time.monotonic() - started < 15
     assert sum(1 for r in cluster.request_log if r.status == 503) >= 4
     assert [n for n in _leftovers(cluster, RUN_ID) if not n.startswith("Pod/")] == []
+
+
+def test_a_job_not_terminal_within_its_budget_is_other_with_aicrs_timeout_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from validators_app.orchestrator import run as run_module
+
+    # AICR waits the catalog timeout + 30 s; shrink that budget to 0.3 s for operator-health
+    # (2 m) so the wait gives up while the hanging container still runs (1.2 s deadline).
+    monkeypatch.setattr(run_module, "WAIT_BUFFER_S", 0.3 - 120)
+    scenario = replace(steady("healthy-h100-eks"), hang_checks=("operator-health",))
+    outcome, cluster = _run(scenario, phases=("deployment",))
+    health = _by_name(outcome)["operator-health"]
+    assert (health.status, health.exit_code) == ("other", -1)
+    assert health.message == "timeout: validator did not complete within 2m0s"
+    assert health.stdout  # the logs so far are captured
+    assert outcome.status == "failed"
+    assert _leftovers(cluster, RUN_ID) == []
