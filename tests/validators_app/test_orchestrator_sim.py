@@ -543,3 +543,24 @@ def test_a_job_not_terminal_within_its_budget_is_other_with_aicrs_timeout_messag
     assert health.stdout  # the logs so far are captured
     assert outcome.status == "failed"
     assert _leftovers(cluster, RUN_ID) == []
+
+
+def test_https_runs_and_test_connection_verifies_the_ca() -> None:
+    import base64
+
+    with SimulatedCluster(steady("healthy-h100-eks"), tls=True) as cluster:
+        good = test_connection(_api(cluster), timeout_s=5)
+        run = run_validation(_api(cluster), _spec(phases=("deployment",)), Hooks(), retry=FAST)
+        assert run.status == "passed"
+        config = yaml.safe_load(cluster.kubeconfig)
+        other_ca = SimulatedCluster("healthy-h100-eks", tls=True).certificate
+        assert other_ca is not None
+        config["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(
+            other_ca.ca_pem
+        ).decode()
+        bad = test_connection(kubernetes.config.new_client_from_config_dict(config), timeout_s=5)
+    assert good.ok
+    assert cluster.url.startswith("https://127.0.0.1:")
+    assert not bad.ok
+    assert bad.detail.startswith("TLS verification failed: ")
+    assert "CERTIFICATE_VERIFY_FAILED" in bad.detail
