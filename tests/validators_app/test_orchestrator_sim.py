@@ -564,3 +564,27 @@ def test_https_runs_and_test_connection_verifies_the_ca() -> None:
     assert not bad.ok
     assert bad.detail.startswith("TLS verification failed: ")
     assert "CERTIFICATE_VERIFY_FAILED" in bad.detail
+
+
+def test_leftover_agent_objects_are_updated_not_duplicated() -> None:
+    from validators_app.orchestrator import agent
+    from validators_app.orchestrator.kube import Kube
+
+    with SimulatedCluster(steady("healthy-h100-eks")) as cluster:
+        api = _api(cluster)
+        kube = Kube(api, FAST)
+        kube.create(
+            "namespace", "/api/v1/namespaces", {"metadata": {"name": NS, "labels": {"team": "x"}}}
+        )
+        stale_role = {**agent.role(NS), "rules": []}
+        kube.create("role", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/roles", stale_role)
+        outcome = run_validation(api, _spec(phases=("deployment",)), Hooks(), retry=FAST)
+        updates = [(r.method, r.path, r.status) for r in cluster.request_log if r.method == "PUT"]
+        (namespace,) = [o for o in cluster.objects("Namespace") if o["metadata"]["name"] == NS]
+    assert outcome.status == "passed"
+    assert updates == [
+        ("PUT", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/roles/aicr", 200)
+    ]
+    assert namespace["metadata"]["labels"]["team"] == "x"  # merged, not replaced
+    assert namespace["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "aicr"
+    assert namespace["metadata"]["labels"]["app.kubernetes.io/component"] == "validation"
