@@ -383,6 +383,14 @@ def _age(timestamp: str | None) -> str:
     return f"{seconds // 3600}h"
 
 
+def _duration(start: str | None, end: str | None) -> str:
+    if not (start and end):
+        return ""
+    stamp = "%Y-%m-%dT%H:%M:%SZ"
+    seconds = (datetime.strptime(end, stamp) - datetime.strptime(start, stamp)).total_seconds()
+    return f"{int(seconds)}s"
+
+
 def _table(resource: Resource, items: list[dict[str, Any]], rv: str) -> dict[str, Any]:
     columns: list[tuple[str, str]] = [("Name", "name")]
     if resource.plural == "namespaces":
@@ -411,7 +419,7 @@ def _table(resource: Resource, items: list[dict[str, Any]], rv: str) -> dict[str
             cells += [
                 state,
                 f"{status.get('succeeded', 0)}/{item['spec'].get('completions', 1)}",
-                "",
+                _duration(status.get("startTime"), status.get("completionTime")),
             ]
         elif resource.plural == "pods":
             statuses = status.get("containerStatuses") or []

@@ -509,8 +509,6 @@ def run_validator(
         message = str(failure)
         log.slog("ERROR", "FAIL", message=message)
         exit_code = 1
-    else:
-        log.slog("INFO", "check passed", name=check)
     if ctx.extras:
         log.extra(ctx.extras)  # noqa: S610 - the AICR sentinel line, not Django's extra()
     if check in scenario.oom_checks:
