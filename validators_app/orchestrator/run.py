@@ -8,7 +8,6 @@ an API that keeps failing, RBAC revocation) end the run as ``error`` with no CTR
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import time
 from collections.abc import Mapping
@@ -21,8 +20,8 @@ from kubernetes.client.exceptions import ApiException
 
 from recipes_app.resolver.yamlv3 import marshal_deterministic
 
-from . import agent, plan
-from .ctrf import build_phase_report, exit_code_status, merge_reports, phase_status, to_bytes
+from . import agent, extract, plan
+from .ctrf import build_phase_report, merge_reports, phase_status, to_bytes
 from .images import default_agent_image
 from .kube import (
     AlreadyExists,
@@ -33,7 +32,7 @@ from .kube import (
     describe,
     sleep_backoff,
 )
-from .logs import cap_message, process_logs
+from .logs import process_logs
 from .model import PHASE_ORDER, CheckOutcome, RunHooks, RunOutcome, RunSpec
 from .readiness import check_readiness
 
@@ -62,29 +61,6 @@ class _WaitExpired(Exception):
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _parse_time(value: Any) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def _terminal(job: Mapping[str, Any] | None) -> bool:
-    for cond in ((job or {}).get("status") or {}).get("conditions") or ():
-        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
-            return True
-    return False
-
-
-def _failed_condition(job: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    for cond in ((job or {}).get("status") or {}).get("conditions") or ():
-        if cond.get("type") == "Failed" and cond.get("status") == "True":
-            return cond
-    return None
 
 
 class _NullSafeSnapshot(yaml.SafeLoader):
@@ -266,7 +242,7 @@ class _Run:
                     f"snapshot agent Job {agent.AGENT_JOB} did not complete within "
                     f"{plan.go_duration(self.spec.snapshot_timeout_s)}"
                 ) from None
-            failed = _failed_condition(job)
+            failed = extract.failed_condition(job)
             if failed is not None:
                 reason, detail = failed.get("reason", ""), failed.get("message", "")
                 raise RunError(
@@ -293,7 +269,7 @@ class _Run:
                 self._ns_path("pods"),
                 label=f"batch.kubernetes.io/job-name={agent.AGENT_JOB}",
             )
-            pod = _pick_pod(pods.get("items") or [])
+            pod = extract.pick_pod(pods.get("items") or [])
             if pod is None:
                 return ""
             lines, _ = process_logs(
@@ -427,7 +403,8 @@ class _Run:
             try:
                 self.kube.apply(f"apply job {name}", path, body)
             except (ApiUnavailable, AlreadyExists, NotFound) as exc:
-                return _outcome(entry, name, -1, f"failed to deploy Job: {exc}", 0, b"")
+                verdict = extract.Verdict(-1, f"failed to deploy Job: {exc}")
+                return extract.outcome(entry.phase, entry.name, name, verdict, b"")
         try:
             try:
                 job = self._wait_job(name, entry.deadline_s + WAIT_BUFFER_S)
@@ -460,7 +437,7 @@ class _Run:
             raise RunError(f"Job {name} not found after it was applied")
         rv = job["metadata"].get("resourceVersion", "")
         failures = 0
-        while not _terminal(job):
+        while not extract.is_terminal(job):
             self._check_cancel()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -492,7 +469,7 @@ class _Run:
                     if isinstance(obj, dict) and (obj.get("metadata") or {}).get("name") == name:
                         job = obj
                         rv = obj["metadata"].get("resourceVersion", rv)
-                        if _terminal(job):
+                        if extract.is_terminal(job):
                             return job
                     self._check_cancel()  # outside the try: a hook's exception is never retried
             finally:
@@ -515,7 +492,7 @@ class _Run:
             self._ns_path("pods"),
             label=f"batch.kubernetes.io/job-name={job_name}",
         )
-        return _pick_pod(pods.get("items") or [])
+        return extract.pick_pod(pods.get("items") or [])
 
     def _read_log(self, pod: Mapping[str, Any]) -> bytes:
         try:
@@ -527,82 +504,18 @@ class _Run:
             return b""
 
     def _extract(self, entry: plan.CatalogEntry, name: str, job: Mapping[str, Any]) -> CheckOutcome:
-        """ExtractResult (§6.3)."""
+        """ExtractResult (§6.3): the pod, its ``validator`` container, its log."""
         pod = self._find_pod(name)
-        if pod is None:
-            cond = _failed_condition(job)
-            if cond is not None and cond.get("reason") == "DeadlineExceeded":
-                deadline = plan.go_duration(
-                    job.get("spec", {}).get("activeDeadlineSeconds") or entry.deadline_s
-                )
-                message = (
-                    f"validator Job did not complete within its {deadline} deadline; no pod "
-                    "remains for it, so its logs are unavailable (Job condition "
-                    f"Failed/DeadlineExceeded: {cond.get('message', '')})"
-                )
-                return _outcome(entry, name, 1, message, 0, b"")
-            if cond is not None:
-                message = (
-                    f"Job {name} failed ({cond.get('reason', '')}): {cond.get('message', '')}; "
-                    f"pod not found: no pods match batch.kubernetes.io/job-name={name}"
-                )
-                return _outcome(entry, name, -1, message, 0, b"")
-            return _outcome(
-                entry,
-                name,
-                -1,
-                f"pod not found for Job {name}: no pods match batch.kubernetes.io/job-name={name}",
-                0,
-                b"",
-            )
-        status = _container_status(pod)
-        if status is None:
-            return _outcome(
-                entry,
-                name,
-                -1,
-                'container "validator" not found (validator package contract)',
-                0,
-                self._read_log(pod),
-            )
-        state = status.get("state") or {}
-        if "terminated" in state and state["terminated"] is not None:
-            return self._terminated(entry, name, state["terminated"], self._read_log(pod))
-        if state.get("waiting") is not None:
-            w = state["waiting"]
-            return _outcome(
-                entry, name, -1, f"{w.get('reason', '')}: {w.get('message', '')}", 0, b""
-            )
-        return _outcome(
-            entry, name, -1, "container still running after wait completed", 0, self._read_log(pod)
-        )
-
-    def _terminated(
-        self, entry: plan.CatalogEntry, name: str, term: Mapping[str, Any], logs: bytes
-    ) -> CheckOutcome:
-        code = int(term.get("exitCode", -1))
-        message = cap_message(str(term.get("message") or "").encode("utf-8", "surrogatepass"))
-        if term.get("reason") == "OOMKilled":
-            message = "Container OOMKilled"
-        started, finished = _parse_time(term.get("startedAt")), _parse_time(term.get("finishedAt"))
-        duration = (
-            int((finished - started) * 1000)
-            if started is not None and finished is not None and finished >= started
-            else 0
-        )
-        return _outcome(entry, name, code, message, duration, logs)
+        verdict = extract.from_pod(pod, job, job_name=name, deadline_s=entry.deadline_s)
+        logs = self._read_log(pod) if pod is not None and verdict.read_logs else b""
+        return extract.outcome(entry.phase, entry.name, name, verdict, logs)
 
     def _handle_timeout(self, entry: plan.CatalogEntry, name: str, fallback: str) -> CheckOutcome:
         """HandleTimeout (§6.4): read what exists; the real exit code if it did terminate."""
         pod = self._find_pod(name)
-        if pod is None:
-            return _outcome(entry, name, -1, "pod never reached running state", 0, b"")
-        logs = self._read_log(pod)
-        status = _container_status(pod)
-        term = ((status or {}).get("state") or {}).get("terminated")
-        if term:
-            return self._terminated(entry, name, term, logs)
-        return _outcome(entry, name, -1, fallback, 0, logs)
+        verdict = extract.after_timeout(pod, fallback)
+        logs = self._read_log(pod) if pod is not None else b""
+        return extract.outcome(entry.phase, entry.name, name, verdict, logs)
 
     def _delete_job(self, name: str) -> None:
         """Delete the Job (Foreground) and wait ≤60 s for its pod to go (a warning otherwise)."""
@@ -661,44 +574,6 @@ class _Run:
                 self.kube.delete(f"delete ConfigMap {cm}", self._ns_path("configmaps", cm))
             except ApiUnavailable as exc:
                 log.warning("delete ConfigMap %s: %s", cm, exc)
-
-
-def _pick_pod(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """find.go: skip terminating pods; newest non-Failed, else newest Failed."""
-    live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
-
-    def created(p: Mapping[str, Any]) -> float:
-        return _parse_time((p.get("metadata") or {}).get("creationTimestamp")) or 0.0
-
-    running = [p for p in live if (p.get("status") or {}).get("phase") != "Failed"]
-    for group in (running, live):
-        if group:
-            return max(group, key=created)
-    return None
-
-
-def _container_status(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    for status in (pod.get("status") or {}).get("containerStatuses") or ():
-        if status.get("name") == "validator":
-            return status
-    return None
-
-
-def _outcome(
-    entry: plan.CatalogEntry, job_name: str, code: int, message: str, duration_ms: int, logs: bytes
-) -> CheckOutcome:
-    stdout, extra = process_logs(logs)
-    return CheckOutcome(
-        phase=entry.phase,
-        name=entry.name,
-        status=exit_code_status(code),
-        exit_code=code,
-        message=message,
-        duration_ms=duration_ms,
-        stdout=stdout,
-        extra=extra,
-        job_name=job_name,
-    )
 
 
 def run_validation(
