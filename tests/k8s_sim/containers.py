@@ -64,6 +64,12 @@ class ContainerRun:
     hang: bool = False  # never terminates on its own (the Job deadline ends it)
 
 
+def _slog_value(value: str) -> str:
+    if re.fullmatch(r"[A-Za-z0-9_./:-]+", value):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
 class _Log:
     """A pod log in the making: slog text lines (stderr) and plain lines (stdout)."""
 
@@ -75,15 +81,11 @@ class _Log:
         self.clock += timedelta(milliseconds=ms)
 
     def slog(self, level: str, msg: str, **attrs: Any) -> None:
+        """A line of Go's slog text handler (values quoted like strconv.Quote when needed)."""
         self.tick()
         stamp = self.clock.strftime("%Y-%m-%dT%H:%M:%S.") + f"{self.clock.microsecond // 1000:03d}Z"
-        text = msg if re.fullmatch(r"[A-Za-z0-9_.-]+", msg) else json.dumps(msg)
-        parts = [f"time={stamp}", f"level={level}", f"msg={text}"]
-        for key, value in attrs.items():
-            value = str(value)
-            parts.append(
-                f"{key}={value if re.fullmatch(r'[A-Za-z0-9_./:-]+', value) else json.dumps(value)}"
-            )
+        parts = [f"time={stamp}", f"level={level}", f"msg={_slog_value(msg)}"]
+        parts += [f"{key}={_slog_value(str(value))}" for key, value in attrs.items()]
         self.lines.append(" ".join(parts))
 
     def out(self, line: str) -> None:
@@ -498,15 +500,19 @@ def run_validator(
         return ContainerRun(1, 0.2, log.bytes(), message)
     log.slog("INFO", "starting check", name=check)
     ctx = CheckContext(scenario, check, phase, validation, log)
+    # The verdict is logged as the check ends, its simulated run time after the start.
+    verdict_at = started + timedelta(seconds=max(scenario.sim_seconds(check) - 0.2, 0.1))
     exit_code, message = 0, ""
     try:
         CHECKS.get(check, _generic)(ctx)
     except Skip as skip:
         message = f"[INTERNAL] {skip}: skip"
+        log.clock = max(log.clock, verdict_at)
         log.slog("INFO", "SKIP", reason=message)
         exit_code = 2
     except Fail as failure:
         message = str(failure)
+        log.clock = max(log.clock, verdict_at)
         log.slog("ERROR", "FAIL", message=message)
         exit_code = 1
     if ctx.extras:

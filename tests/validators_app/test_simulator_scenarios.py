@@ -329,3 +329,23 @@ def test_every_catalog_check_has_an_answer(validation_yaml: str) -> None:
         for check in checks:
             code, _message = verdict("healthy-h100-eks", check, phase, validation_yaml)
             assert code in (0, 1, 2), check
+
+
+def test_the_verdict_is_logged_in_slog_text_when_the_check_ends(validation_yaml: str) -> None:
+    run = run_validator(
+        SCENARIOS["gpu-operator-too-old"],
+        check="gpu-operator-version",
+        phase="deployment",
+        validation_yaml=validation_yaml,
+        started=STARTED,
+    )
+    first, *_middle, last = run.log.decode().splitlines()
+    assert first == (
+        'time=2026-08-19T10:15:02.037Z level=INFO msg="starting check" name=gpu-operator-version'
+    )
+    # 5 simulated seconds later, quoted like Go's strconv.Quote (non-ASCII kept as is).
+    assert last == (
+        'time=2026-08-19T10:15:06.837Z level=ERROR msg=FAIL message="[INTERNAL] GPU Operator '
+        'version v23.9.2 does not satisfy constraint \\">= v24.6.0\\""'
+    )
+    assert run.sim_seconds == 5.0
