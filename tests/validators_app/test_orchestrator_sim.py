@@ -588,3 +588,36 @@ def test_leftover_agent_objects_are_updated_not_duplicated() -> None:
     assert namespace["metadata"]["labels"]["team"] == "x"  # merged, not replaced
     assert namespace["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "aicr"
     assert namespace["metadata"]["labels"]["app.kubernetes.io/component"] == "validation"
+
+
+def test_the_agent_is_pinned_to_a_gpu_node_when_one_exists() -> None:
+    scenario = steady("healthy-h100-eks")
+    system_first = replace(
+        scenario, nodes=(scenario.nodes[2], scenario.nodes[0], scenario.nodes[1])
+    )
+    cancel = Hooks(cancel_at="operator-health")
+    outcome, cluster = _run(system_first, cancel, phases=("deployment",))
+    snapshot = yaml.safe_load(outcome.snapshot_yaml or "")
+    assert snapshot["metadata"]["source-node"] == "ip-10-0-12-34.ec2.internal"  # not the first node
+    (lookup,) = [r for r in cluster.request_log if r.path == "/api/v1/nodes"]
+    assert lookup.query == {"labelSelector": "nvidia.com/gpu.present=true", "limit": "1"}
+
+
+def test_a_failed_rbac_revocation_is_an_error_without_ctrf(monkeypatch: pytest.MonkeyPatch) -> None:
+    from validators_app.orchestrator.kube import ApiUnavailable, Kube
+
+    real_delete = Kube.delete
+
+    def delete(self: Kube, what: str, path: str, *, foreground: bool = False) -> bool:
+        if f"/clusterrolebindings/aicr-validator-{RUN_ID}" in path:
+            raise ApiUnavailable(f"{what}: HTTP 403 Forbidden")  # e.g. the token lost its rights
+        return real_delete(self, what, path, foreground=foreground)
+
+    monkeypatch.setattr(Kube, "delete", delete)
+    outcome, _ = _run("healthy-h100-eks", phases=("deployment",))
+    assert outcome.status == "error"
+    assert outcome.error == (
+        "failed to revoke validator RBAC: revoke cluster role binding: HTTP 403 Forbidden"
+    )
+    assert (outcome.merged_report, dict(outcome.phase_reports)) == (None, {})
+    assert len(outcome.checks) == 4
