@@ -1063,6 +1063,18 @@ class _Handler(BaseHTTPRequestHandler):
                 pending = []
                 remaining = ends - time.monotonic()
                 if remaining <= 0:
+                    if query.get("allowWatchBookmarks") in ("true", "True", "1"):
+                        # Like the apiserver right before a watch times out: where it got to.
+                        chunk(
+                            {
+                                "type": "BOOKMARK",
+                                "object": {
+                                    "kind": resource.kind,
+                                    "apiVersion": resource.api_version,
+                                    "metadata": {"resourceVersion": str(cursor)},
+                                },
+                            }
+                        )
                     return
                 store.wait_for_change(cursor, min(remaining, 0.25))
         finally:

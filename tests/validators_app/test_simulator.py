@@ -792,3 +792,68 @@ def test_apply_without_force_conflicts_with_another_manager(healthy: SimulatedCl
     assert yaml.safe_load(conflict.value.body)["reason"] == "Conflict"
     forced = core.patch_namespaced_config_map("c", "default", body, **{**APPLY, "force": True})
     assert forced.data == {"k": "2"}
+
+
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ("app=a", {"p-a"}),
+        ("app==a,tier=gpu", {"p-a"}),
+        ("app!=a", {"p-b", "p-none"}),
+        ("app in (a, b)", {"p-a", "p-b"}),
+        ("app notin (a)", {"p-b", "p-none"}),
+        ("app", {"p-a", "p-b"}),
+        ("!app", {"p-none"}),
+        ("", {"p-a", "p-b", "p-none"}),
+    ],
+)
+def test_it_selects_by_label_like_the_api_server(
+    healthy: SimulatedCluster, selector: str, expected: set[str]
+) -> None:
+    core = client.CoreV1Api(api_for(healthy))
+    for name, labels in (
+        ("p-a", {"app": "a", "tier": "gpu"}),
+        ("p-b", {"app": "b"}),
+        ("p-none", {}),
+    ):
+        core.create_namespaced_config_map("default", {"metadata": {"name": name, "labels": labels}})
+    listed = core.list_namespaced_config_map("default", label_selector=selector)
+    assert {item.metadata.name for item in listed.items} - {"kube-root-ca.crt"} == expected
+
+
+def test_it_streams_pod_events_by_label_and_bookmarks_before_a_watch_ends(
+    healthy: SimulatedCluster,
+) -> None:
+    """The agent path: WATCH pods by label until the agent pod is done."""
+    api = api_for(healthy)
+    core = client.CoreV1Api(api)
+    prepare_run(api)
+    start_rv = core.list_namespaced_pod(NS).metadata.resource_version
+    client.BatchV1Api(api).patch_namespaced_job(
+        "aicr-operator-health-1a2b3c4d", NS, validator_job("operator-health"), **APPLY
+    )
+    phases = []
+    for event in watch.Watch().stream(
+        core.list_namespaced_pod,
+        NS,
+        label_selector="aicr.run/validator=operator-health",
+        resource_version=start_rv,
+        timeout_seconds=1,
+    ):
+        phases.append((event["type"], event["object"].status.phase))
+        if event["object"].status.phase == "Succeeded":
+            break
+    assert phases[0] == ("ADDED", "Pending")
+    assert ("MODIFIED", "Running") in phases
+    assert phases[-1] == ("MODIFIED", "Succeeded")
+    answer = core.list_namespaced_pod(
+        NS,
+        watch=True,
+        allow_watch_bookmarks=True,
+        timeout_seconds=1,
+        resource_version=core.list_namespaced_pod(NS).metadata.resource_version,
+        _preload_content=False,
+    )
+    lines = [json.loads(line) for line in answer.data.splitlines()]
+    assert [line["type"] for line in lines] == ["BOOKMARK"]
+    assert lines[0]["object"]["metadata"]["resourceVersion"].isdigit()
