@@ -97,14 +97,13 @@ def _spec(run_id: str = RUN_ID, **over: Any) -> RunSpec:
     )
 
 
-# The simulator scales every duration, Job deadlines included, by ``time_scale`` (0.001 by
-# default: a 2 m deadline is 120 ms of wall time, which a loaded CI machine can miss). Tests that
-# are not about deadlines run at 0.01 with 5 s checks, so a deadline is >= 1.2 s of wall time.
 DEADLINE_SCENARIOS = ("job-deadline-exceeded", "image-never-pulled")
 
 
 def steady(name: str) -> Scenario:
-    return replace(SCENARIOS[name], time_scale=0.01, check_seconds={})
+    """The scenario with the checks' simulated run time cut to 5 s each (the 420 s NCCL run
+    would otherwise be 0.42 s of wall time per test); deadlines are unaffected."""
+    return replace(SCENARIOS[name], check_seconds={})
 
 
 def _run(
@@ -533,9 +532,12 @@ def test_a_job_not_terminal_within_its_budget_is_other_with_aicrs_timeout_messag
     from validators_app.orchestrator import run as run_module
 
     # AICR waits the catalog timeout + 30 s; shrink that budget to 0.3 s for operator-health
-    # (2 m) so the wait gives up while the hanging container still runs (1.2 s deadline).
+    # (2 m) so the wait gives up while the hanging container still runs (its 2 m deadline is
+    # 1.2 s of wall time at time_scale 0.01).
     monkeypatch.setattr(run_module, "WAIT_BUFFER_S", 0.3 - 120)
-    scenario = replace(steady("healthy-h100-eks"), hang_checks=("operator-health",))
+    scenario = replace(
+        steady("healthy-h100-eks"), hang_checks=("operator-health",), time_scale=0.01
+    )
     outcome, cluster = _run(scenario, phases=("deployment",))
     health = _by_name(outcome)["operator-health"]
     assert (health.status, health.exit_code) == ("other", -1)
