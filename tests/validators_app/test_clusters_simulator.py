@@ -4,7 +4,10 @@ the real kubernetes client, the real HTTP server, the simulator's scenarios."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -13,9 +16,11 @@ from rest_framework.test import APIClient
 from evidence_app.models import Role
 from evidence_app.services.tokens import token_create, user_with_role
 from tests.k8s_sim import SCENARIOS, SimulatedCluster
+from validators_app import crypto
 from validators_app.models import Cluster
 
 pytestmark = pytest.mark.django_db
+KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 
 
 @pytest.fixture
@@ -84,3 +89,26 @@ def test_a_wrong_token_is_reported_as_refused_credentials(maintainer: APIClient)
         "server_version": "",
         "detail": "HTTP 401: credentials were refused (unauthorized)",
     }
+
+
+@pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl is not installed")
+def test_the_stored_minimal_kubeconfig_works_for_kubectl_too(
+    maintainer: APIClient, tmp_path: Path
+) -> None:
+    """What is stored (the checked, minimal kubeconfig) is a kubeconfig client-go accepts
+    (over https with the embedded CA: client-go sends no bearer token over plain http)."""
+    with SimulatedCluster("healthy-h100-eks", tls=True) as cluster:
+        assert register_and_test(maintainer, cluster.kubeconfig, "sim-kubectl")["ok"] is True
+        stored = Cluster.objects.get(name="sim-kubectl")
+        path = tmp_path / "kubeconfig"
+        path.write_text(crypto.kubeconfig_decrypt(stored.kubeconfig_encrypted))
+        path.chmod(0o600)
+        result = subprocess.run(
+            [KUBECTL, "--kubeconfig", str(path), "version", "-o", "json", "--request-timeout=10s"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["serverVersion"]["gitVersion"] == "v1.33.5-eks-113cf36"
