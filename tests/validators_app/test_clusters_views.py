@@ -216,3 +216,30 @@ def test_a_crash_while_registering_keeps_the_kubeconfig_out_of_error_reports(
     assert "********" in report
     assert SECRET_TOKEN not in report
     assert SECRET_TOKEN not in reporter.get_traceback_html()
+
+
+def test_the_detail_lists_the_clusters_recent_runs_and_only_its_own() -> None:
+    from tests.factories import RecipeFactory
+    from validators_app.models import ValidationRun
+    from validators_app.orchestrator import generate_run_id
+
+    def run(on: Cluster, status: str) -> ValidationRun:
+        return ValidationRun.objects.create(
+            cluster=on,
+            recipe=recipe,
+            phases=["deployment"],
+            status=status,
+            aicr_run_id=generate_run_id(),
+            aicr_version="dev",
+        )
+
+    cluster = sim_cluster("with-runs")
+    other = sim_cluster("other")
+    recipe = RecipeFactory()
+    mine = [run(cluster, "passed"), run(cluster, "failed")]
+    theirs = run(other, "error")
+    page = client_as(Role.AUDITOR).get(f"/clusters/{cluster.pk}/").content.decode()
+    for run in mine:
+        assert f'href="/runs/{run.pk}/"' in page
+    assert f'href="/runs/{theirs.pk}/"' not in page
+    assert "No validation runs yet." not in page
