@@ -42,6 +42,8 @@ EXPECTED: dict[str, tuple[list[str] | None, str, str, tuple[str, ...]]] = {
     "oom-killed": (DEPLOYMENT, "failed", "", ("expected-resources",)),
     "unreachable": (DEPLOYMENT, "error", "", ()),
     "huge-logs": (DEPLOYMENT, "passed", "", ()),
+    "watch-drops": (DEPLOYMENT, "passed", "", ()),
+    "api-429": (DEPLOYMENT, "passed", "", ()),
 }
 
 

@@ -218,6 +218,7 @@ def test_scenarios_on_a_real_worker_end_as_aicr_predicts_and_publish(
     assert passed.evidence is not None, passed.publish_error
     evidence = Evidence.objects.get(pk=passed.evidence_id)
     assert evidence.is_simulated
+    assert evidence.verdict == "verified"
     assert started["gpu-operator-too-old"].evidence is not None
     error = started["readiness-old-kernel"]
     assert error.error.startswith("readiness check failed:")
