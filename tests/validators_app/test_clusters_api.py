@@ -304,3 +304,41 @@ def test_every_answer_matches_the_openapi_document() -> None:
         spec.validate_response(
             DjangoOpenAPIRequest(response.wsgi_request), DjangoOpenAPIResponse(response)
         )
+
+
+def test_a_real_cluster_over_mtls_tests_ok_and_a_wrong_ca_is_named() -> None:
+    from tests.validators_app.kubeconfigs import b64, client_certificate_user, pki
+
+    api = client_for(Role.MAINTAINER)
+    with serve_version(tls=True) as url:
+        good = post(
+            api,
+            registration(
+                name="real-mtls",
+                environment="real",
+                kubeconfig=https_kubeconfig(url, user=client_certificate_user()),
+            ),
+        )
+        wrong_ca = post(
+            api,
+            registration(
+                name="real-wrong-ca",
+                environment="real",
+                kubeconfig=https_kubeconfig(
+                    url,
+                    user=client_certificate_user(),
+                    cluster={"certificate-authority-data": b64(pki().client_cert_pem)},
+                ),
+            ),
+        )
+        assert (good.status_code, wrong_ca.status_code) == (201, 201)
+        ok = api.post(f"{URL}{good.json()['id']}/test/").json()
+        refused = api.post(f"{URL}{wrong_ca.json()['id']}/test/").json()
+    assert ok == {
+        "ok": True,
+        "server_version": "v1.32.4",
+        "detail": "connected; Kubernetes v1.32.4",
+    }
+    assert refused["ok"] is False
+    assert refused["detail"].startswith("TLS verification failed:")
+    assert "PRIVATE KEY" not in json.dumps([ok, refused])
