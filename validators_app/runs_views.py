@@ -46,8 +46,10 @@ def _refuse(request: HtmxHttpRequest, message: str) -> HttpResponse:
     return render(request, "evidence_app/forbidden.html", {"message": message}, status=403)
 
 
-def _run_or_404(pk: int) -> ValidationRun:
-    checks = Prefetch("checks", queryset=CheckRun.objects.order_by("position"))
+def _run_or_404(pk: int, *, with_logs: bool = False) -> ValidationRun:
+    """The run and its checks; their logs (up to ~0.5 MB each) only when the page shows them."""
+    check_rows = CheckRun.objects.order_by("position")
+    checks = Prefetch("checks", queryset=check_rows if with_logs else check_rows.defer("stdout"))
     run = (
         ValidationRun.objects.select_related("cluster", "recipe", "recipe__catalog", "evidence")
         .defer("ctrf", "phase_reports", "snapshot_yaml", "cluster__kubeconfig_encrypted")
@@ -74,9 +76,12 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
 @require_safe
 @vary_on_headers("HX-Request", "HX-Target", "HX-History-Restore-Request")
 def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    partial = wants_partial(request, target=LIVE_TARGET)
     run = _run_or_404(pk)
+    if not partial and not run.is_active:
+        run = _run_or_404(pk, with_logs=True)  # the finished page lists every check's log
     context = _detail_context(request, run)
-    if wants_partial(request, target=LIVE_TARGET):
+    if partial:
         response = render(request, "validators_app/runs/detail.html#live", context)
         if not run.is_active:
             # The page was polling an active run that has now ended: reload it once, so the
@@ -90,8 +95,16 @@ def _detail_context(request: HtmxHttpRequest, run: ValidationRun) -> dict[str, A
     checks = list(run.checks.all())
     end = run.finished_at or timezone.now()
     elapsed = (end - run.started_at).total_seconds() if run.started_at else None
-    finished = [c for c in checks if c.is_finished and c.stdout]
-    latest = max(finished, key=lambda c: c.finished_at or run.created_at, default=None)
+    # The log tail of the check that finished last (one row's log, not every check's).
+    latest = (
+        run.checks.exclude(status__in=(CheckStatus.PENDING, CheckStatus.RUNNING))
+        .exclude(stdout=[])
+        .order_by("-finished_at", "-position")
+        .only("pk", "name", "stdout")
+        .first()
+        if run.is_active
+        else None
+    )
     return {
         "run": run,
         "checks": checks,

@@ -171,3 +171,33 @@ def test_others_cannot_start(real_catalog: Any) -> None:
     assert Client().post("/runs/start/", form).status_code == 302
     assert signed_in(Role.AUDITOR).post("/runs/start/", form).status_code == 403
     assert not ValidationRun.objects.exists()
+
+
+def test_the_live_block_shows_the_log_tail_of_the_last_finished_check(
+    queued: ValidationRun,
+) -> None:
+    claim = runs.run_claim(run_id=queued.pk)
+    hooks = runs.DbRunHooks(claim)
+    first, second = list(queued.checks.all()[:2])
+    hooks.check_started(first.phase, first.name, "aicr-a")
+    hooks.check_finished(
+        orchestrator.CheckOutcome(
+            phase=first.phase,
+            name=first.name,
+            status="passed",
+            exit_code=0,
+            message="",
+            duration_ms=2000,
+            stdout=tuple(f"tail {i} {HOSTILE}" for i in range(100)),
+            extra={},
+            job_name="aicr-a",
+        )
+    )
+    hooks.check_started(second.phase, second.name, "aicr-b")
+    body = Client().get(f"/runs/{queued.pk}/", **LIVE).content.decode()
+    assert f"Log tail of <code>{first.name}</code>" in body
+    assert "tail 99 " in body
+    assert "tail 59 " not in body  # the last 40 lines
+    assert "<script>alert" not in body
+    assert f"<code>{second.name}</code>" in body  # the check running now
+    assert 'data-status="running"' in body
