@@ -105,3 +105,26 @@ def test_a_maintainer_with_the_model_permissions_may_add() -> None:
     client = Client()
     client.force_login(user)
     assert client.get(ADD).status_code == 200
+
+
+def test_a_cluster_with_runs_cannot_be_deleted_and_says_why(admin_client: Client) -> None:
+    from tests.factories import RecipeFactory
+    from validators_app.models import ValidationRun
+    from validators_app.orchestrator import generate_run_id
+
+    cluster = cluster_register(name="busy", kubeconfig_text=kubeconfig(), environment="simulated")
+    ValidationRun.objects.create(
+        cluster=cluster,
+        recipe=RecipeFactory(),
+        phases=["deployment"],
+        status="passed",
+        aicr_run_id=generate_run_id(),
+        aicr_version="dev",
+    )
+    url = f"/admin/validators_app/cluster/{cluster.pk}/delete/"
+    page = admin_client.get(url)
+    refused = admin_client.post(url, {"post": "yes"})
+    assert page.status_code == 200
+    assert "would require deleting the following protected related objects" in page.content.decode()
+    assert refused.status_code in (200, 403)
+    assert Cluster.objects.filter(pk=cluster.pk).exists()
