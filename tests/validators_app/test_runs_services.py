@@ -290,3 +290,25 @@ def test_the_reaper_requeues_dead_and_lost_runs(
     claim = runs.run_claim(run_id=dead.pk)
     assert claim is not None
     assert claim.attempt == 2
+
+
+def test_a_broker_outage_does_not_fail_the_start_and_the_reaper_sends_it_later(
+    real_catalog: Any, django_capture_on_commit_callbacks: Any, monkeypatch: Any
+) -> None:
+    from validators_app import tasks
+
+    def down(*args: Any) -> None:
+        raise ConnectionRefusedError("redis is down")
+
+    monkeypatch.setattr(tasks.run_execute, "delay", down)
+    with django_capture_on_commit_callbacks(execute=True):
+        run = start()
+    run.refresh_from_db()
+    assert (run.status, run.enqueued_at) == (RunStatus.QUEUED, None)
+
+    sent: list[int] = []
+    monkeypatch.setattr(tasks.run_execute, "delay", sent.append)
+    assert runs.runs_reap() == [run.pk]  # at once, not after VALIDATION_REQUEUE_QUEUED_SECONDS
+    assert sent == [run.pk]
+    run.refresh_from_db()
+    assert run.enqueued_at is not None

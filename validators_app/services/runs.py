@@ -208,9 +208,15 @@ def aicr_version_for(recipe: Recipe) -> str:
 
 
 def _enqueue(run_pk: int) -> None:
+    """Send the run to a ``validation`` worker. A broker that is down does not fail the start
+    (the run is committed): the run is marked unsent and the reaper sends it on its next pass."""
     from validators_app import tasks  # tasks import this module
 
-    tasks.run_execute.delay(run_pk)
+    try:
+        tasks.run_execute.delay(run_pk)
+    except Exception:
+        logger.exception("validation run %s: broker unreachable; the reaper resends it", run_pk)
+        ValidationRun.objects.filter(pk=run_pk, status=RunStatus.QUEUED).update(enqueued_at=None)
 
 
 # --- claim and execute ------------------------------------------------------------------------
