@@ -623,3 +623,25 @@ def test_a_failed_rbac_revocation_is_an_error_without_ctrf(monkeypatch: pytest.M
     )
     assert (outcome.merged_report, dict(outcome.phase_reports)) == (None, {})
     assert len(outcome.checks) == 4
+
+
+def test_an_unexpected_exception_still_revokes_the_runs_rbac(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from validators_app.orchestrator import run as run_module
+
+    class TimeLimit(Exception):
+        """Like Celery's SoftTimeLimitExceeded, raised inside the orchestrator's own code."""
+
+    def expired(*args: object, **kwargs: object) -> None:
+        raise TimeLimit
+
+    monkeypatch.setattr(run_module._Run, "_extract", expired)
+    with SimulatedCluster(steady("healthy-h100-eks")) as cluster:
+        with pytest.raises(TimeLimit):
+            run_validation(_api(cluster), _spec(phases=("deployment",)), Hooks(), retry=FAST)
+        # The Job in flight (Foreground: it goes right after its pod), CRB, SA, ConfigMaps.
+        deadline = time.monotonic() + 5
+        while _leftovers(cluster, RUN_ID) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _leftovers(cluster, RUN_ID) == []

@@ -23,21 +23,25 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-__all__ = ["AlreadyExists", "ApiUnavailable", "Kube", "NotFound", "RetryPolicy"]
+__all__ = ["AlreadyExists", "ApiUnavailable", "Kube", "KubeError", "NotFound", "RetryPolicy"]
 
 _AUTH = ["BearerToken"]
 _MAX_LOG_BYTES = 32 * 1024 * 1024  # keep the tail of a bigger log (the CTRF keeps 1000 lines)
 
 
-class ApiUnavailable(RuntimeError):
+class KubeError(RuntimeError):
+    """An API call did not give what the run needs (the base of the three below)."""
+
+
+class ApiUnavailable(KubeError):
     """The API kept failing (or refused for a reason retrying cannot fix); the run errors."""
 
 
-class NotFound(LookupError):
+class NotFound(KubeError, LookupError):
     """404 from the API server."""
 
 
-class AlreadyExists(RuntimeError):
+class AlreadyExists(KubeError):
     """409 from the API server on create."""
 
 

@@ -27,7 +27,7 @@ from .kube import (
     AlreadyExists,
     ApiUnavailable,
     Kube,
-    NotFound,
+    KubeError,
     RetryPolicy,
     describe,
     sleep_backoff,
@@ -53,6 +53,11 @@ class RunError(Exception):
 
 class Cancelled(Exception):
     """hooks.cancel_requested() said so."""
+
+
+class _HookRaised(Exception):
+    """A hook raised (its exception is the ``__cause__``): the caller's own reason to stop, e.g.
+    its claim on the run moved to another worker. Nothing is cleaned up on the cluster."""
 
 
 class _WaitExpired(Exception):
@@ -140,7 +145,7 @@ class _Run:
             phases = self._phases()
             if snapshot_yaml is None:
                 snapshot_yaml = self._take_snapshot()
-                self.hooks.snapshot_taken(snapshot_yaml)
+                self._hook("snapshot_taken", snapshot_yaml)
             snapshot = parse_snapshot(snapshot_yaml)
             failure = check_readiness(spec.recipe, snapshot)
             if failure is not None:
@@ -153,12 +158,19 @@ class _Run:
             self._prepare(snapshot)
             reports = self._phase_loop(phases, selected)
             self._cleanup(strict=True)
+        except _HookRaised:
+            raise  # leave everything for whoever owns the run now
         except Cancelled:
             self._cleanup(strict=False)
             return RunOutcome("cancelled", "", snapshot_yaml, checks=tuple(self.checks))
-        except (RunError, ApiUnavailable, plan.PreflightError) as exc:
+        except (RunError, KubeError, plan.PreflightError) as exc:
             self._cleanup(strict=False)
             return RunOutcome("error", str(exc), snapshot_yaml, checks=tuple(self.checks))
+        except Exception:
+            # Not ours to describe (e.g. the task's time limit): still revoke the run's
+            # cluster-admin binding before the exception goes up.
+            self._cleanup(strict=False)
+            raise
         phase_bytes = {p: to_bytes(r) for p, r in reports.items()}
         merged = to_bytes(merge_reports(spec.aicr_version, list(reports.values())))
         failed = any(phase_status(r) in ("failed", "other") for r in reports.values())
@@ -180,9 +192,15 @@ class _Run:
                 phases.append(p)  # ParsePhaseSelection keeps the user's order, deduplicated
         return tuple(phases)
 
+    def _hook(self, name: str, *args: Any) -> Any:
+        try:
+            return getattr(self.hooks, name)(*args)
+        except Exception as exc:
+            raise _HookRaised(name) from exc
+
     def _check_cancel(self) -> None:
-        self.hooks.heartbeat()
-        if self.hooks.cancel_requested():
+        self._hook("heartbeat")
+        if self._hook("cancel_requested"):
             raise Cancelled
 
     # --- §2 snapshot agent --------------------------------------------------------------------
@@ -256,7 +274,9 @@ class _Run:
                     f"ConfigMap {agent.SNAPSHOT_CONFIGMAP} has no snapshot.yaml "
                     "after the agent completed"
                 )
-        except (Cancelled, RunError, ApiUnavailable):
+        except _HookRaised:
+            raise
+        except Exception:
             self._agent_cleanup()
             raise
         self._agent_cleanup()
@@ -276,7 +296,7 @@ class _Run:
                 self.kube.log("agent log", self.ns, pod["metadata"]["name"], "aicr")
             )
             return "\nagent log (last lines):\n" + "\n".join(lines[-20:]) if lines else ""
-        except (ApiUnavailable, NotFound):
+        except KubeError:
             return ""
 
     def _agent_cleanup(self) -> None:
@@ -302,7 +322,7 @@ class _Run:
         ):
             try:
                 self.kube.delete(what, path, foreground=fg)
-            except (ApiUnavailable, OSError) as exc:
+            except (KubeError, OSError) as exc:
                 log.warning("%s: %s", what, exc)
 
     # --- §4 per-run objects ---------------------------------------------------------------
@@ -351,7 +371,7 @@ class _Run:
         done = {(c.phase, c.name): c for c in self.spec.completed}
         reports: dict[str, dict[str, Any]] = {}
         for phase in phases:
-            self.hooks.phase_started(phase)
+            self._hook("phase_started", phase)
             start = _now_ms()
             outcomes: list[CheckOutcome] = []
             for entry in selected[phase]:
@@ -359,7 +379,7 @@ class _Run:
                 if outcome is None:
                     self._check_cancel()
                     outcome = self._run_check(entry)
-                    self.hooks.check_finished(outcome)
+                    self._hook("check_finished", outcome)
                 outcomes.append(outcome)
                 self.checks.append(outcome)
             report = build_phase_report(
@@ -384,12 +404,12 @@ class _Run:
                 body,
                 manager="aicr-validator",
             )
-        except (ApiUnavailable, NotFound, AlreadyExists) as exc:
+        except KubeError as exc:
             log.warning("storing the %s CTRF ConfigMap failed: %s", phase, exc)
 
     def _run_check(self, entry: plan.CatalogEntry) -> CheckOutcome:
         name = plan.job_name(self.spec.run_id, entry.name)
-        self.hooks.check_started(entry.phase, entry.name, name)
+        self._hook("check_started", entry.phase, entry.name, name)
         path = self._ns_path("jobs", name)
         existing = self.kube.get("read job", path) if self.resuming else None
         if existing is None:
@@ -402,7 +422,7 @@ class _Run:
             )
             try:
                 self.kube.apply(f"apply job {name}", path, body)
-            except (ApiUnavailable, AlreadyExists, NotFound) as exc:
+            except KubeError as exc:
                 verdict = extract.Verdict(-1, f"failed to deploy Job: {exc}")
                 return extract.outcome(entry.phase, entry.name, name, verdict, b"")
         try:
@@ -415,7 +435,9 @@ class _Run:
                 )
             else:
                 outcome = self._extract(entry, name, job)
-        except (Cancelled, RunError, ApiUnavailable):
+        except _HookRaised:
+            raise
+        except Exception:
             self._delete_job(name)  # the Job in flight goes with the run
             raise
         # Not in a ``finally``: when a hook raises (the run's claim moved to another worker),
@@ -486,20 +508,23 @@ class _Run:
         rv = (listed.get("metadata") or {}).get("resourceVersion")
         return items[0], rv or items[0]["metadata"].get("resourceVersion", "")
 
-    def _find_pod(self, job_name: str) -> dict[str, Any] | None:
+    def _pods_of(self, job_name: str) -> list[dict[str, Any]]:
         pods = self.kube.list(
             f"list pods of {job_name}",
             self._ns_path("pods"),
             label=f"batch.kubernetes.io/job-name={job_name}",
         )
-        return extract.pick_pod(pods.get("items") or [])
+        return pods.get("items") or []
+
+    def _find_pod(self, job_name: str) -> dict[str, Any] | None:
+        return extract.pick_pod(self._pods_of(job_name))
 
     def _read_log(self, pod: Mapping[str, Any]) -> bytes:
         try:
             return self.kube.log(
                 "read validator log", self.ns, pod["metadata"]["name"], "validator"
             )
-        except (ApiUnavailable, NotFound) as exc:
+        except KubeError as exc:
             log.warning("log read failed: %s", exc)  # only a warning in AICR
             return b""
 
@@ -523,7 +548,7 @@ class _Run:
             if self.kube.delete(f"delete job {name}", self._ns_path("jobs", name), foreground=True):
                 deadline = time.monotonic() + POD_GONE_S
                 delay = 0.01
-                while self._find_pod(name) is not None:
+                while self._pods_of(name):  # terminating pods count: wait until gone
                     if time.monotonic() > deadline:
                         log.warning(
                             "pod of Job %s still present %ss after deletion", name, POD_GONE_S
@@ -531,7 +556,7 @@ class _Run:
                         break
                     time.sleep(delay)
                     delay = min(delay * 2, 1.0)
-        except (ApiUnavailable, OSError) as exc:
+        except (KubeError, OSError) as exc:
             log.warning("delete job %s: %s", name, exc)
 
     def _await_gone(self, path: str, timeout_s: float) -> None:
@@ -562,7 +587,7 @@ class _Run:
         for what, path in rbac:
             try:
                 self.kube.delete(what, path)
-            except ApiUnavailable as exc:
+            except KubeError as exc:
                 if strict:
                     raise RunError(f"failed to revoke validator RBAC: {exc}") from exc
                 log.warning("%s: %s", what, exc)
@@ -572,12 +597,21 @@ class _Run:
         for cm in names:
             try:
                 self.kube.delete(f"delete ConfigMap {cm}", self._ns_path("configmaps", cm))
-            except ApiUnavailable as exc:
+            except KubeError as exc:
                 log.warning("delete ConfigMap %s: %s", cm, exc)
 
 
 def run_validation(
     api: client.ApiClient, spec: RunSpec, hooks: RunHooks, *, retry: RetryPolicy | None = None
 ) -> RunOutcome:
-    """Run ``spec`` on the cluster behind ``api``; never raises for cluster-side failures."""
-    return _Run(api, spec, hooks, retry).execute()
+    """Run ``spec`` on the cluster behind ``api``; never raises for cluster-side failures.
+
+    An exception raised by a hook propagates unchanged and nothing is deleted on the cluster.
+    """
+    try:
+        return _Run(api, spec, hooks, retry).execute()
+    except _HookRaised as exc:
+        cause = exc.__cause__
+        if cause is None:  # pragma: no cover - _hook always chains
+            raise
+        raise cause from None
