@@ -12,9 +12,14 @@ store). Each run is also measured through the stages alone, interleaved run by r
 * ``publish``  ``publish_run`` end to end, including ``evidence_ingest`` (verify-before-count:
                parse, signature, statement, manifest, bind, classify, one transaction).
 
+Then the same runs published keyless (``--keyless-n``, default 20): sigstore-python against the
+loopback Fulcio and Rekor stand-ins of ``tests/sigstore_servers.py`` (HTTP on 127.0.0.1, a
+private test CA registered as a trusted root): certificate request, DSSE signature, log entry,
+then the keyless verification in the ingest.
+
 Needs PostgreSQL (``BENCH_DATABASE_URL``, default a scratch database ``aicr_bench_run_evidence``
 on 127.0.0.1:5432, created and dropped here). Prints figures; asserts nothing.
-Run: ``.venv/bin/python bench/run_evidence.py [--n 50]``.
+Run: ``.venv/bin/python bench/run_evidence.py [--n 50] [--keyless-n 20]``.
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ def ms(values: list[float]) -> str:
     return f"median {statistics.median(values) * 1000:7.1f} ms, p95 {p95 * 1000:7.1f} ms"
 
 
-def bench(n: int) -> None:
+def bench(n: int, keyless_n: int) -> None:
     import yaml
     from django.conf import settings
 
@@ -151,11 +156,52 @@ def bench(n: int) -> None:
     print(f"  build    {ms(build)}")
     print(f"  sign     {ms(sign)}")
     print(f"  publish  {ms(publish)}   (build + sign + ingest + store)")
+    if keyless_n:
+        bench_keyless(keyless_n, recipe, cluster, snapshot, reports)
+
+
+def bench_keyless(n: int, recipe: object, cluster: object, snapshot: str, reports: dict) -> None:
+    from django.conf import settings
+
+    from evidence_app.services import trust_roots
+    from tests.sigstore_private import PrivateSigstore
+    from tests.sigstore_servers import OIDC_ISSUER, loopback_sigstore
+    from validators_app.models import RunStatus, ValidationRun
+    from validators_app.services.evidence import publish_run
+
+    instance = PrivateSigstore(name="aicr-bench-runs.test")
+    trust_roots.trust_root_add(
+        name="bench private instance",
+        trusted_root_json=instance.trusted_root_json(),
+        accepted_issuers=OIDC_ISSUER,
+    )
+    times = []
+    with loopback_sigstore(instance) as running:
+        settings.SITE_SIGSTORE_TRUST_CONFIG = running.client_trust_config()
+        settings.SITE_SIGSTORE_IDENTITY_TOKEN = running.oidc.token()
+        for i in range(n):
+            run = ValidationRun.objects.create(
+                cluster=cluster,
+                recipe=recipe,
+                phases=["deployment", "conformance", "performance"],
+                status=RunStatus.PASSED,
+                aicr_run_id=f"20261201-000001-{i:016x}",
+                aicr_version="v0.19.0",
+                snapshot_yaml=snapshot,
+                phase_reports=reports,
+            )
+            t0 = time.perf_counter()
+            evidence = publish_run(run)
+            times.append(time.perf_counter() - t0)
+            if evidence is None or evidence.verdict != "verified":
+                raise SystemExit(f"keyless run {i} was not published as verified evidence")
+    print(f"  keyless  {ms(times)}   ({n} runs: Fulcio + Rekor stand-ins on loopback + ingest)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=50, help="runs to publish (default 50)")
+    parser.add_argument("--keyless-n", type=int, default=20, help="keyless runs (default 20)")
     args = parser.parse_args()
 
     import psycopg
@@ -176,7 +222,7 @@ def main() -> None:
             f"python {platform.python_version()} on {platform.machine()}, "
             f"{os.cpu_count()} CPUs, PostgreSQL on loopback, DEBUG=0, one thread\n"
         )
-        bench(args.n)
+        bench(args.n, args.keyless_n)
     finally:
         from django.db import connections
 
