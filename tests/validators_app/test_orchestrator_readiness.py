@@ -235,3 +235,19 @@ def test_a_snapshot_with_aliases_or_no_measurements_is_refused() -> None:
     with pytest.raises(RunError, match="larger than"):
         parse_snapshot("x" * (5 * 1024 * 1024))
     assert parse_snapshot(SNAPSHOT_EXAMPLE.read_text())["kind"] == "Snapshot"
+
+
+def test_gpu_nodes_label_follows_node_list_references() -> None:
+    snapshot = _topology([("cloud.google.com/gke-accelerator", "nvidia-h100-80gb", "n1,n2", False)])
+    label = snapshot["measurements"][0]["subtypes"][0]
+    label["items"].append(
+        {
+            "context": {"key": "pool", "value": "a"},
+            "data": {"node-count": 2, "node-list-ref": "pool", "truncated": False},
+        }
+    )
+    label["data"] = {"pool": "a|n1,n2"}
+    assert evaluate_constraint(snapshot, "NodeTopology.gpu-nodes.label", "pool=a")[0]
+    label["data"] = {"pool": "a|n1 (+1 more)"}
+    with pytest.raises(ConstraintError, match="truncated"):
+        evaluate_constraint(snapshot, "NodeTopology.gpu-nodes.label", "pool=a")

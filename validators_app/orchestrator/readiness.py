@@ -178,6 +178,24 @@ def lookup(snapshot: Mapping[str, Any], path: str) -> str:
     return _render(data[key])
 
 
+def _node_names(
+    ctx: Mapping[str, Any], data: Mapping[str, Any], folded: Mapping[str, Any]
+) -> set[str]:
+    """The nodes of one label reading: ``node-list``, or ``node-list-ref`` into the folded map
+    (``value|name,name``). A truncated list cannot prove anything about every node: error."""
+    if data.get("truncated") is not False:
+        raise ConstraintError(f"node list of label {ctx.get('key')} is truncated or incomplete")
+    if "node-list" in data:
+        text = str(data.get("node-list") or "")
+    elif isinstance(data.get("node-list-ref"), str) and data["node-list-ref"] in folded:
+        _value, sep, text = str(folded[data["node-list-ref"]]).partition("|")
+        if not sep or " (+" in text:
+            raise ConstraintError(f"node list of label {ctx.get('key')} is truncated")
+    else:
+        raise ConstraintError(f"label {ctx.get('key')} has no node list")
+    return {n for n in text.split(",") if n}
+
+
 def _gpu_nodes_label(snapshot: Mapping[str, Any], value: str) -> tuple[bool, str]:
     """``NodeTopology.gpu-nodes.label``: every GPU node must match ``key=value`` / ``!key``.
 
@@ -191,6 +209,7 @@ def _gpu_nodes_label(snapshot: Mapping[str, Any], value: str) -> tuple[bool, str
         raise ConstraintError(f"invalid label expression {value!r}")
     st = _subtype(snapshot, "NodeTopology", "label")
     items = st.get("items") if st is not None else None
+    folded = st.get("data") if st is not None and isinstance(st.get("data"), Mapping) else {}
     if not isinstance(items, list):
         raise ConstraintError("NodeTopology.label readings not found in snapshot")
     nodes_by_label: dict[tuple[str, str], set[str]] = {}
@@ -200,11 +219,7 @@ def _gpu_nodes_label(snapshot: Mapping[str, Any], value: str) -> tuple[bool, str
         )
         if not isinstance(ctx, Mapping) or not isinstance(data, Mapping):
             raise ConstraintError("malformed NodeTopology.label item")
-        if data.get("truncated") is True or "node-list" not in data:
-            raise ConstraintError(
-                f"node list of label {ctx.get('key')} is truncated or by reference"
-            )
-        names = {n for n in str(data.get("node-list") or "").split(",") if n}
+        names = _node_names(ctx, data, folded)
         nodes_by_label[(str(ctx.get("key")), _render(ctx.get("value", "")))] = names
     universe = set().union(*(n for (k, _v), n in nodes_by_label.items() if k == _GPU_NODE_LABEL))
     if not universe:
