@@ -19,24 +19,24 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
+from .admission import apply_merge, default_object, fresh_managed_fields, leaves, record_manager
+from .discovery import dra_resource_list, groups, openapi_v3, resource_list, version_info
 from .selectors import field_matcher, label_matcher
 from .store import (
     BY_GROUP_VERSION,
-    RESOURCES,
     ApiError,
     ObjectStore,
     Resource,
     invalid,
     not_found,
-    now_rfc3339,
 )
+from .tables import table
 
 if TYPE_CHECKING:
     from .kubelet import ControlPlane
@@ -123,340 +123,6 @@ def make_http_server(api: ApiServer) -> ThreadingHTTPServer:
     server = _Server(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     return server
-
-
-# -- discovery ---------------------------------------------------------------------------------
-
-
-def _resource_list(group: str, version: str) -> dict[str, Any]:
-    resources: list[dict[str, Any]] = []
-    for resource in BY_GROUP_VERSION[(group, version)].values():
-        entry = {
-            "name": resource.plural,
-            "singularName": resource.singular,
-            "namespaced": resource.namespaced,
-            "kind": resource.kind,
-            "verbs": list(resource.verbs),
-        }
-        if resource.short_names:
-            entry["shortNames"] = list(resource.short_names)
-        if resource.plural in ("jobs", "pods", "deployments", "daemonsets"):
-            entry["categories"] = ["all"]
-        resources.append(entry)
-        if resource.plural in ("jobs", "pods", "namespaces", "nodes", "deployments", "daemonsets"):
-            resources.append(
-                {
-                    "name": f"{resource.plural}/status",
-                    "singularName": "",
-                    "namespaced": resource.namespaced,
-                    "kind": resource.kind,
-                    "verbs": ["get", "patch", "update"],
-                }
-            )
-        if resource.plural == "pods":
-            resources.append(
-                {
-                    "name": "pods/log",
-                    "singularName": "",
-                    "namespaced": True,
-                    "kind": "Pod",
-                    "verbs": ["get"],
-                }
-            )
-    return {
-        "kind": "APIResourceList",
-        "apiVersion": "v1",
-        "groupVersion": f"{group}/{version}" if group else version,
-        "resources": resources,
-    }
-
-
-def _dra_resource_list(version: str) -> dict[str, Any]:
-    """DRA is discoverable (the validators probe it); its objects are not simulated."""
-    kinds = {
-        "deviceclasses": ("DeviceClass", False),
-        "resourceclaims": ("ResourceClaim", True),
-        "resourceclaimtemplates": ("ResourceClaimTemplate", True),
-        "resourceslices": ("ResourceSlice", False),
-    }
-    return {
-        "kind": "APIResourceList",
-        "apiVersion": "v1",
-        "groupVersion": f"resource.k8s.io/{version}",
-        "resources": [
-            {
-                "name": plural,
-                "singularName": kind.lower(),
-                "namespaced": namespaced,
-                "kind": kind,
-                "verbs": ["get", "list", "watch"],
-            }
-            for plural, (kind, namespaced) in kinds.items()
-        ],
-    }
-
-
-def _openapi_v3(group_version_path: str) -> dict[str, Any]:
-    """Just enough OpenAPI v3 for kubectl to see that PATCH takes ``fieldValidation``, so it
-    validates server-side instead of downloading full schemas (which are not simulated)."""
-    if not group_version_path:
-        return {
-            "paths": {
-                ("api/" if not group else f"apis/{group}/") + version: {
-                    "serverRelativeURL": (
-                        "/openapi/v3/api/" if not group else f"/openapi/v3/apis/{group}/"
-                    )
-                    + f"{version}?hash=SIM"
-                }
-                for group, version in BY_GROUP_VERSION
-            }
-        }
-    prefix, _, rest = group_version_path.partition("/")
-    group, _, version = rest.rpartition("/") if prefix == "apis" else ("", "", rest)
-    resources = BY_GROUP_VERSION.get((group, version))
-    if resources is None:
-        raise ApiError(404, "NotFound", "the server could not find the requested resource")
-    paths: dict[str, Any] = {}
-    for resource in resources.values():
-        scope = "/namespaces/{namespace}" if resource.namespaced else ""
-        paths[f"/{group_version_path}{scope}/{resource.plural}/{{name}}"] = {
-            "patch": {
-                "operationId": f"patch{resource.kind}",
-                "x-kubernetes-action": "patch",
-                "x-kubernetes-group-version-kind": {
-                    "group": group,
-                    "version": version,
-                    "kind": resource.kind,
-                },
-                "parameters": [
-                    {"name": name, "in": "query", "schema": {"type": "string"}}
-                    for name in ("dryRun", "fieldManager", "fieldValidation", "force")
-                ],
-                "responses": {"200": {"description": "OK"}},
-            }
-        }
-    return {
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes (simulated)", "version": "v1"},
-        "paths": paths,
-        "components": {"schemas": {}},
-    }
-
-
-def _groups(scenario: Scenario) -> list[dict[str, Any]]:
-    groups: dict[str, list[str]] = {}
-    for resource in RESOURCES:
-        if resource.group and resource.version not in groups.setdefault(resource.group, []):
-            groups[resource.group].append(resource.version)
-    result = []
-    for name, versions in groups.items():
-        entries = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
-        result.append({"name": name, "versions": entries, "preferredVersion": entries[0]})
-    if scenario.resource_api_versions:
-        # Served for the validators' DRA discovery; no resources are simulated behind it.
-        entries = [
-            {"groupVersion": f"resource.k8s.io/{v}", "version": v}
-            for v in scenario.resource_api_versions
-        ]
-        result.append(
-            {"name": "resource.k8s.io", "versions": entries, "preferredVersion": entries[0]}
-        )
-    return result
-
-
-def _version_info(scenario: Scenario) -> dict[str, str]:
-    major, minor = scenario.kubernetes_version.removeprefix("v").split(".")[:2]
-    return {
-        "major": major,
-        "minor": minor,
-        "emulationMajor": major,
-        "emulationMinor": minor,
-        "gitVersion": scenario.kubernetes_version,
-        "gitCommit": "5f5bd3b6f0b5c4d9f3ad5b3b1e2a4c1d7e9f0a12",
-        "gitTreeState": "clean",
-        "buildDate": "2025-09-04T18:21:33Z",
-        "goVersion": scenario.go_version,
-        "compiler": "gc",
-        "platform": scenario.platform,
-    }
-
-
-# -- object defaulting (what admission + defaulting would add) -------------------------------
-
-
-def default_object(resource: Resource, obj: dict[str, Any], uid: str | None = None) -> None:
-    if resource.plural == "jobs":
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("parallelism", 1)
-        spec.setdefault("completions", 1)
-        spec.setdefault("backoffLimit", 6)
-        spec.setdefault("completionMode", "NonIndexed")
-        spec.setdefault("suspend", False)
-        spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
-        name = obj["metadata"].get("name", "")
-        if uid:
-            spec.setdefault(
-                "selector", {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
-            )
-        template = spec.setdefault("template", {})
-        labels = template.setdefault("metadata", {}).setdefault("labels", {})
-        if uid:
-            labels.update({"batch.kubernetes.io/controller-uid": uid, "controller-uid": uid})
-        labels.update({"batch.kubernetes.io/job-name": name, "job-name": name})
-        _default_pod_spec(template.setdefault("spec", {}))
-    elif resource.plural == "pods":
-        _default_pod_spec(obj.setdefault("spec", {}))
-
-
-def _default_pod_spec(spec: dict[str, Any]) -> None:
-    spec.setdefault("dnsPolicy", "ClusterFirst")
-    spec.setdefault("schedulerName", "default-scheduler")
-    spec.setdefault("securityContext", {})
-    spec.setdefault("terminationGracePeriodSeconds", 30)
-    for container in spec.get("containers") or []:
-        image = str(container.get("image", ""))
-        tagged = ":" in image.rsplit("/", 1)[-1] or "@" in image
-        pull = "Always" if (not tagged or image.endswith(":latest")) else "IfNotPresent"
-        container.setdefault("imagePullPolicy", pull)
-        container.setdefault("terminationMessagePath", "/dev/termination-log")
-        container.setdefault("terminationMessagePolicy", "File")
-        container.setdefault("resources", {})
-
-
-def _merge(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
-    """Apply-style merge: maps merge recursively, lists and scalars replace, null deletes."""
-    for key, value in patch.items():
-        if value is None:
-            base.pop(key, None)
-        elif isinstance(value, Mapping) and isinstance(base.get(key), dict):
-            _merge(base[key], value)
-        else:
-            base[key] = copy.deepcopy(value)
-    return base
-
-
-def _leaves(obj: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(obj, Mapping):
-        out: dict[str, Any] = {}
-        for key, value in obj.items():
-            out.update(_leaves(value, f"{prefix}.{key}"))
-        return out
-    return {prefix: obj}
-
-
-def _managed(obj: dict[str, Any], manager: str, operation: str) -> None:
-    entries = [
-        entry
-        for entry in obj["metadata"].get("managedFields") or []
-        if not (entry.get("manager") == manager and entry.get("operation") == operation)
-    ]
-    entries.append(
-        {
-            "manager": manager,
-            "operation": operation,
-            "apiVersion": obj["apiVersion"],
-            "time": now_rfc3339(),
-            "fieldsType": "FieldsV1",
-            "fieldsV1": {},
-        }
-    )
-    obj["metadata"]["managedFields"] = entries
-
-
-# -- tables for kubectl ------------------------------------------------------------------------
-
-
-def _age(timestamp: str | None) -> str:
-    if not timestamp:
-        return "<unknown>"
-    seconds = int(
-        (
-            datetime.now(UTC)
-            - datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-        ).total_seconds()
-    )
-    seconds = max(seconds, 0)
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    return f"{seconds // 3600}h"
-
-
-def _duration(start: str | None, end: str | None) -> str:
-    if not (start and end):
-        return ""
-    stamp = "%Y-%m-%dT%H:%M:%SZ"
-    seconds = (datetime.strptime(end, stamp) - datetime.strptime(start, stamp)).total_seconds()
-    return f"{int(seconds)}s"
-
-
-def _table(resource: Resource, items: list[dict[str, Any]], rv: str) -> dict[str, Any]:
-    columns: list[tuple[str, str]] = [("Name", "name")]
-    if resource.plural == "namespaces":
-        columns.append(("Status", ""))
-    elif resource.plural == "jobs":
-        columns += [("Status", ""), ("Completions", ""), ("Duration", "")]
-    elif resource.plural == "pods":
-        columns += [("Ready", ""), ("Status", ""), ("Restarts", "")]
-    columns.append(("Age", ""))
-    rows = []
-    for item in items:
-        meta = item["metadata"]
-        status = item.get("status") or {}
-        cells: list[Any] = [meta["name"]]
-        if resource.plural == "namespaces":
-            cells.append(status.get("phase", "Active"))
-        elif resource.plural == "jobs":
-            conditions = {
-                c["type"] for c in status.get("conditions") or [] if c.get("status") == "True"
-            }
-            state = (
-                "Complete"
-                if "Complete" in conditions
-                else ("Failed" if "Failed" in conditions else "Running")
-            )
-            cells += [
-                state,
-                f"{status.get('succeeded', 0)}/{item['spec'].get('completions', 1)}",
-                _duration(status.get("startTime"), status.get("completionTime")),
-            ]
-        elif resource.plural == "pods":
-            statuses = status.get("containerStatuses") or []
-            ready = sum(1 for s in statuses if s.get("ready"))
-            shown = status.get("phase", "Pending")
-            for container in statuses:  # kubectl shows the container's reason, e.g. Completed
-                state = container.get("state") or {}
-                reason = (state.get("terminated") or state.get("waiting") or {}).get("reason")
-                shown = reason or shown
-            if meta.get("deletionTimestamp"):
-                shown = "Terminating"
-            cells += [
-                f"{ready}/{len(item['spec'].get('containers') or [])}",
-                shown,
-                0,
-            ]
-        cells.append(_age(meta.get("creationTimestamp")))
-        rows.append(
-            {
-                "cells": cells,
-                "object": {
-                    "kind": "PartialObjectMetadata",
-                    "apiVersion": "meta.k8s.io/v1",
-                    "metadata": meta,
-                },
-            }
-        )
-    return {
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": {"resourceVersion": rv},
-        "columnDefinitions": [
-            {"name": name, "type": "string", "format": fmt, "description": name, "priority": 0}
-            for name, fmt in columns
-        ],
-        "rows": rows,
-    }
 
 
 # -- the handler -------------------------------------------------------------------------------
@@ -590,7 +256,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path in ("/healthz", "/livez", "/readyz"):
             return self._send(200, b"ok", "text/plain; charset=utf-8")
         if path == "/version":
-            return self._send_json(200, _version_info(scenario))
+            return self._send_json(200, version_info(scenario))
         if path == "/api":
             return self._send_json(
                 200,
@@ -604,15 +270,15 @@ class _Handler(BaseHTTPRequestHandler):
             )
         if path == "/apis":
             return self._send_json(
-                200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": _groups(scenario)}
+                200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups(scenario)}
             )
         if path == "/openapi/v3" or path.startswith("/openapi/v3/"):
-            return self._send_json(200, _openapi_v3(path.removeprefix("/openapi/v3").strip("/")))
+            return self._send_json(200, openapi_v3(path.removeprefix("/openapi/v3").strip("/")))
         parts = path.strip("/").split("/")
         if parts[0] == "api" and len(parts) >= 2:
             group, version, rest = "", parts[1], parts[2:]
         elif parts[0] == "apis" and len(parts) == 2:
-            for entry in _groups(scenario):
+            for entry in groups(scenario):
                 if entry["name"] == parts[1]:
                     return self._send_json(200, {"kind": "APIGroup", "apiVersion": "v1", **entry})
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -622,13 +288,13 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         resources = BY_GROUP_VERSION.get((group, version))
         if group == "resource.k8s.io" and version in scenario.resource_api_versions and not rest:
-            return self._send_json(200, _dra_resource_list(version))
+            return self._send_json(200, dra_resource_list(version))
         if resources is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if not rest:
             if method != "GET":
                 raise ApiError(405, "MethodNotAllowed", "the server does not allow this method")
-            return self._send_json(200, _resource_list(group, version))
+            return self._send_json(200, resource_list(group, version))
         namespace = ""
         if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] in resources:
             namespace, rest = rest[1], rest[2:]
@@ -704,7 +370,7 @@ class _Handler(BaseHTTPRequestHandler):
             ).decode()
             metadata["remainingItemCount"] = len(items) - start - limit
         if "as=Table" in self.headers.get("Accept", ""):
-            return self._send_json(200, _table(resource, page, rv))
+            return self._send_json(200, table(resource, page, rv))
         for item in page:
             item.pop("apiVersion", None)
             item.pop("kind", None)
@@ -733,7 +399,7 @@ class _Handler(BaseHTTPRequestHandler):
         if query.get("dryRun") == "All":
             obj["metadata"]["uid"] = uid
             return self._send_json(201, obj)
-        _managed_prepare(obj, resource, query.get("fieldManager") or _agent(self), "Update")
+        fresh_managed_fields(obj, resource, query.get("fieldManager") or _agent(self), "Update")
         self._send_json(201, self.api.store.create(resource, namespace, obj, uid=uid))
 
     def _replace(
@@ -756,7 +422,7 @@ class _Handler(BaseHTTPRequestHandler):
         default_object(resource, obj, current["metadata"]["uid"])
         self._check_immutable(resource, current, obj)
         obj["metadata"]["managedFields"] = current["metadata"].get("managedFields") or []
-        _managed(obj, _agent(self), "Update")
+        record_manager(obj, _agent(self), "Update")
         self._send_json(200, self.api.store.replace(resource, namespace, name, obj))
 
     def _check_immutable(
@@ -806,7 +472,7 @@ class _Handler(BaseHTTPRequestHandler):
                         obj["spec"] = {"finalizers": ["kubernetes"]}
                     uid = str(uuid.uuid4())
                     default_object(resource, obj, uid)
-                    _managed_prepare(obj, resource, manager, "Apply")
+                    fresh_managed_fields(obj, resource, manager, "Apply")
                     if query.get("dryRun") == "All":
                         return self._send_json(201, obj)
                     return self._send_json(201, store.create(resource, namespace, obj, uid=uid))
@@ -818,10 +484,10 @@ class _Handler(BaseHTTPRequestHandler):
                     for k, v in applied["metadata"].items()
                     if k in ("labels", "annotations", "finalizers")
                 }
-                merged = _merge(copy.deepcopy(current), patch)
+                merged = apply_merge(copy.deepcopy(current), patch)
                 default_object(resource, merged, current["metadata"]["uid"])
                 self._check_immutable(resource, current, merged)
-                _managed(merged, manager, "Apply")
+                record_manager(merged, manager, "Apply")
                 merged["metadata"].pop("resourceVersion", None)
                 if query.get("dryRun") == "All":
                     return self._send_json(200, merged)
@@ -839,10 +505,10 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ApiError(400, "BadRequest", "the patch must be an object")
             with store.lock:
                 current = store.get(resource, namespace, name)
-                merged = _merge(copy.deepcopy(current), patch)
+                merged = apply_merge(copy.deepcopy(current), patch)
                 default_object(resource, merged, current["metadata"]["uid"])
                 self._check_immutable(resource, current, merged)
-                _managed(merged, query.get("fieldManager") or _agent(self), "Update")
+                record_manager(merged, query.get("fieldManager") or _agent(self), "Update")
                 return self._send_json(200, store.replace(resource, namespace, name, merged))
         raise ApiError(
             415,
@@ -866,8 +532,8 @@ class _Handler(BaseHTTPRequestHandler):
         ]
         if not others:
             return
-        have = _leaves({k: v for k, v in current.items() if k not in ("metadata", "status")})
-        want = _leaves(
+        have = leaves({k: v for k, v in current.items() if k not in ("metadata", "status")})
+        want = leaves(
             {
                 k: v
                 for k, v in applied.items()
@@ -1088,9 +754,3 @@ class _Handler(BaseHTTPRequestHandler):
 def _agent(handler: _Handler) -> str:
     agent = handler.headers.get("User-Agent", "unknown")
     return agent.split("/")[0] or "unknown"
-
-
-def _managed_prepare(obj: dict[str, Any], resource: Resource, manager: str, operation: str) -> None:
-    obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
-    obj["metadata"]["managedFields"] = []
-    _managed(obj, manager, operation)
