@@ -457,3 +457,39 @@ def test_a_run_with_aicrs_inputs_gives_aicrs_bundle_byte_for_byte(
     assert sorted(bundle.files) == sorted(golden)
     for name, data in golden.items():
         assert bundle.files[name] == data, name
+
+
+def test_the_largest_logs_aicr_keeps_never_reach_the_bundle(recipe: Recipe) -> None:
+    """Every check at AICR's log bound (1000 lines of 512 bytes): megabytes on the run, a small
+    bundle well under the ingest's upload limit."""
+    from evidence_app.services.ingest import max_upload_bytes
+
+    line = "x" * 500 + " <b>&amp;</b>"
+    reports = {}
+    for phase in PHASES:
+        outcomes = [
+            orchestrator.CheckOutcome(
+                phase=phase,
+                name=str(check["name"]),
+                status="passed",
+                exit_code=0,
+                message="",
+                duration_ms=1,
+                stdout=(line,) * 1000,
+                extra={},
+                job_name="",
+            )
+            for check in recipe.checks.get(phase, [])
+        ]
+        report = build_phase_report(version="v0.19.0", outcomes=outcomes, start_ms=0, stop_ms=1)
+        reports[phase] = to_bytes(report).decode()
+    run = finished_run(recipe)
+    run.phase_reports = reports
+
+    evidence = publish_run(run)
+
+    assert sum(len(r) for r in reports.values()) > 5_000_000
+    assert evidence is not None
+    assert evidence.verdict == "verified"
+    assert len(evidence.content) < max_upload_bytes() // 100
+    assert b"xxxxxxxx" not in gzip.decompress(bytes(evidence.content))
