@@ -493,3 +493,26 @@ def test_the_largest_logs_aicr_keeps_never_reach_the_bundle(recipe: Recipe) -> N
     assert evidence.verdict == "verified"
     assert len(evidence.content) < max_upload_bytes() // 100
     assert b"xxxxxxxx" not in gzip.decompress(bytes(evidence.content))
+
+
+def test_publish_runs_publishes_what_failed_before_once_a_key_exists(
+    recipe: Recipe, settings: Any
+) -> None:
+    run = finished_run(recipe)
+    settings.SITE_SIGNING_KEY = ""
+    runs.run_publish(run=run)
+    run.refresh_from_db()
+    assert run.evidence is None
+    assert "no site signing key" in run.publish_error
+
+    settings.SITE_SIGNING_KEY = generate_pem().decode()
+    out = io.StringIO()
+    call_command("publish_runs", stdout=out)
+    call_command("publish_runs", stdout=out)  # nothing left to do
+
+    run.refresh_from_db()
+    assert run.evidence is not None
+    assert run.evidence.verdict == "verified"
+    assert run.publish_error == ""
+    assert "1 published, 0 failed." in out.getvalue()
+    assert "0 published, 0 failed." in out.getvalue()
