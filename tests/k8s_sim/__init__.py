@@ -41,6 +41,7 @@ __all__ = [
     "RequestRecord",
     "Scenario",
     "SimulatedCluster",
+    "SimulatorBug",
     "WatchFaults",
 ]
 
@@ -56,6 +57,10 @@ _COMPONENT_NAMESPACES = {
     "nodewright-operator": "skyhook",
     "nfd": "node-feature-discovery",
 }
+
+
+class SimulatorBug(AssertionError):
+    """The simulator itself failed (a traceback from a handler or the control plane)."""
 
 
 class SimulatedCluster:
@@ -119,6 +124,9 @@ class SimulatedCluster:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+        if self.control.bugs and exc_type is None:
+            # A bug in the simulator must fail the test, not pass as a cluster fault.
+            raise SimulatorBug("\n".join(self.control.bugs))
 
     # -- what tests read -------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The HTTP side of the simulated kube-apiserver: routing, auth, verbs, watch, discovery.
+"""The HTTP side of the simulated kube-apiserver: routing, auth, fault injection, verbs, watch.
 
 Plain ``http.server`` (HTTP/1.1, chunked transfer for watches) on 127.0.0.1. Shapes follow
 the real API server: ``Status`` objects for errors, ``<Kind>List`` with ``metadata.
@@ -16,6 +16,7 @@ import socket
 import sys
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -176,6 +177,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         except Exception as error:
+            self.api.control.bugs.append(traceback.format_exc())
             self._send_json(
                 500, ApiError(500, "InternalError", f"simulator bug: {error!r}").status()
             )
@@ -187,7 +189,11 @@ class _Handler(BaseHTTPRequestHandler):
             )
 
     def _read_body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError as error:
+            self.close_connection = True
+            raise ApiError(400, "BadRequest", "invalid Content-Length") from error
         if length > MAX_BODY_BYTES:
             self.close_connection = True
             raise ApiError(

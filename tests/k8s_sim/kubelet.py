@@ -14,6 +14,7 @@ import itertools
 import re
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -59,6 +60,7 @@ class ControlPlane:
         # Jobs whose container finishes before activeDeadlineSeconds in simulated time: their
         # deadline timer must not fire just because a loaded machine ran the timers late.
         self._finishes_in_time: set[str] = set()
+        self.bugs: list[str] = []  # tracebacks of simulator bugs (SimulatedCluster raises them)
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._wake = threading.Condition()
@@ -94,9 +96,12 @@ class ControlPlane:
                 if self._stopped:
                     return
                 _due, _seq, action = heapq.heappop(self._timers)
-            # An object that changed or vanished under the controller: like a real one, move on.
-            with contextlib.suppress(ApiError):
+            try:
                 action()
+            except ApiError:
+                pass  # an object changed or vanished under the controller: like a real one, move on
+            except Exception:
+                self.bugs.append(traceback.format_exc())
 
     def _on_event(self, event: WatchEvent) -> None:
         # Called under the store lock: only queue work, never write from here.

@@ -857,3 +857,20 @@ def test_it_streams_pod_events_by_label_and_bookmarks_before_a_watch_ends(
     lines = [json.loads(line) for line in answer.data.splitlines()]
     assert [line["type"] for line in lines] == ["BOOKMARK"]
     assert lines[0]["object"]["metadata"]["resourceVersion"].isdigit()
+
+
+def test_a_bug_in_the_simulator_fails_the_test_instead_of_passing_as_a_cluster_fault(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.k8s_sim import SimulatorBug, apiserver
+
+    def broken(_scenario: Scenario) -> dict[str, str]:
+        raise KeyError("boom")
+
+    monkeypatch.setattr(apiserver, "version_info", broken)
+    cluster = SimulatedCluster(SCENARIOS["healthy-h100-eks"])
+    with pytest.raises(SimulatorBug, match="KeyError: 'boom'"), cluster:  # noqa: PT012 - at exit
+        with pytest.raises(ApiException) as answered:
+            client.VersionApi(api_for(cluster)).get_code()
+        assert answered.value.status == 500
+        assert "simulator bug" in yaml.safe_load(answered.value.body)["message"]
