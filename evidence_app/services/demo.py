@@ -6,12 +6,13 @@ registered as ``SigningKey(is_demo=True)`` named "… (DEMO key)", and every rec
 ``is_demo`` (the ingest marks evidence signed by a demo key as demo, whoever uploads it).
 
 For a handful of the current catalog's recipes each lab "ran" AICR evidence directories
-(``summary-bundle``: recipe.yaml = the recipe's canonical YAML, snapshot, per-phase CTRF from
-the recipe's declared checks — with some failures and performance numbers near the recipe's
-thresholds — manifest.json, the statement and its signed bundle). They go through the same
-verify-before-count ingest as any upload (channel ``seed``). Runs differ in AICR version and
-date (one is older than 30 days, one uses an older AICR), so consensus and staleness have
-something to show.
+(``summary-bundle``: recipe.yaml = the recipe's canonical YAML, a DEMO snapshot, the BOM,
+per-phase CTRF from the recipe's declared checks — with some failures and performance numbers
+near the recipe's thresholds — manifest.json, the statement and its signed bundle), built by
+``evidence_app.attestation``, the builder validation runs use, unredacted (AICR's ``--full``).
+They go through the same verify-before-count ingest as any upload (channel ``seed``). Runs
+differ in AICR version and date (one is older than 30 days, one uses an older AICR), so
+consensus and staleness have something to show.
 
 Idempotent: a run already stored (same demo key, recipe and AICR version) is skipped; the
 bytes themselves are deterministic (RFC 6979 signatures, fixed archive metadata).
