@@ -174,7 +174,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._route(method, path, query, body)
         except ApiError as error:
             self._send_json(error.code, error.status(), error.headers)
-        except (BrokenPipeError, ConnectionResetError):
+        except OSError:  # the client hung up (broken pipe, reset, TLS EOF): nothing to answer
             self.close_connection = True
         except Exception as error:
             self.api.control.bugs.append(traceback.format_exc())
