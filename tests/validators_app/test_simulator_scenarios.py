@@ -349,3 +349,14 @@ def test_the_verdict_is_logged_in_slog_text_when_the_check_ends(validation_yaml:
         'version v23.9.2 does not satisfy constraint \\">= v24.6.0\\""'
     )
     assert run.sim_seconds == 5.0
+
+
+def test_the_healthy_snapshot_fingerprints_as_the_recipes_eks_h100_ubuntu_cluster() -> None:
+    """Evidence from a simulated run carries a fingerprint that meets the recipe's criteria."""
+    from evidence_app.attestation import criteria_match, fingerprint_of
+
+    snapshot = build_snapshot(SCENARIOS["healthy-h100-eks"], agent_version="v0.19.0")
+    fingerprint = fingerprint_of(snapshot)
+    assert (fingerprint["service"]["value"], fingerprint["accelerator"]["value"]) == ("eks", "h100")
+    assert (fingerprint["nodeCount"]["value"], fingerprint["gpuNodeCount"]["value"]) == (3, 2)
+    assert criteria_match(CRITERIA, fingerprint)["matched"] is True
