@@ -500,36 +500,33 @@ def run_validator(
         return ContainerRun(1, 0.2, log.bytes(), message)
     log.slog("INFO", "starting check", name=check)
     ctx = CheckContext(scenario, check, phase, validation, log)
-    # The verdict is logged as the check ends, its simulated run time after the start.
-    verdict_at = started + timedelta(seconds=max(scenario.sim_seconds(check) - 0.2, 0.1))
     exit_code, message = 0, ""
     try:
         CHECKS.get(check, _generic)(ctx)
     except Skip as skip:
-        message = f"[INTERNAL] {skip}: skip"
-        log.clock = max(log.clock, verdict_at)
-        log.slog("INFO", "SKIP", reason=message)
-        exit_code = 2
+        exit_code, message = 2, f"[INTERNAL] {skip}: skip"
     except Fail as failure:
-        message = str(failure)
-        log.clock = max(log.clock, verdict_at)
+        exit_code, message = 1, str(failure)
+    seconds = scenario.sim_seconds(check)
+    if check in scenario.oom_checks:
+        # The kernel kills the container mid-check: half its output, no verdict, no message.
+        log.lines = log.lines[: max(1, len(log.lines) // 2)]
+        return ContainerRun(137, seconds / 2, log.bytes(), "", "OOMKilled")
+    if check in scenario.hang_checks:
+        # Still working when the deadline (or a wait budget) ends it: no verdict line yet.
+        log.slog("INFO", "waiting for the check to converge", name=check)
+        return ContainerRun(exit_code, seconds, log.bytes(), message, hang=True)
+    log.clock = max(log.clock, started + timedelta(seconds=max(seconds - 0.2, 0.1)))
+    if exit_code == 2:
+        log.slog("INFO", "SKIP", reason=message)
+    elif exit_code == 1:
         log.slog("ERROR", "FAIL", message=message)
-        exit_code = 1
     if ctx.extras:
         log.extra(ctx.extras)  # noqa: S610 - the AICR sentinel line, not Django's extra()
-    if check in scenario.oom_checks:
-        # The kernel kills the container mid-check: no verdict, no termination message.
-        return ContainerRun(137, scenario.sim_seconds(check) / 2, log.bytes(), "", "OOMKilled")
     body = log.bytes()
     if scenario.huge_logs and check in scenario.huge_logs.checks:
         body = _hostile_log(log, scenario.huge_logs.megabytes)
-    return ContainerRun(
-        exit_code,
-        scenario.sim_seconds(check),
-        body,
-        message,
-        hang=check in scenario.hang_checks,
-    )
+    return ContainerRun(exit_code, seconds, body, message)
 
 
 def run_agent(scenario: Scenario, *, started: datetime, snapshot_target: str) -> ContainerRun:

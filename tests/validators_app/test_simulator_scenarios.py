@@ -360,3 +360,32 @@ def test_the_healthy_snapshot_fingerprints_as_the_recipes_eks_h100_ubuntu_cluste
     assert (fingerprint["service"]["value"], fingerprint["accelerator"]["value"]) == ("eks", "h100")
     assert (fingerprint["nodeCount"]["value"], fingerprint["gpuNodeCount"]["value"]) == (3, 2)
     assert criteria_match(CRITERIA, fingerprint)["matched"] is True
+
+
+def test_a_hanging_or_killed_check_has_logged_no_verdict(validation_yaml: str) -> None:
+    hung = run_validator(
+        SCENARIOS["job-deadline-exceeded"],
+        check="expected-resources",
+        phase="deployment",
+        validation_yaml=validation_yaml,
+        started=STARTED,
+    )
+    assert hung.hang
+    log = hung.log.decode()
+    assert "starting check" in log
+    assert "All deployment resources" in log  # what it printed so far
+    assert "msg=FAIL" not in log
+    assert "msg=SKIP" not in log
+    assert log.splitlines()[-1].endswith(
+        'msg="waiting for the check to converge" name=expected-resources'
+    )
+    oom = dataclasses.replace(SCENARIOS["oom-killed"], oom_checks=("check-nvidia-smi",))
+    killed = run_validator(
+        oom,
+        check="check-nvidia-smi",
+        phase="deployment",
+        validation_yaml=validation_yaml,
+        started=STARTED,
+    )
+    assert "##AICR-EXTRA##" not in killed.log.decode()
+    assert "Successfully verified" not in killed.log.decode()
