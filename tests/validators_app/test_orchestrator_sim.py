@@ -33,8 +33,9 @@ from validators_app.orchestrator import (
 RECIPE = yaml.safe_load((EVIDENCE_EXAMPLE_BUNDLE / "recipe.yaml").read_text())
 CATALOG = yaml.safe_load(VALIDATOR_CATALOG.read_text())
 RUN_ID = "20261201-101500-0123456789abcdef"
+# Few, quick retries; generous timeouts so a loaded CI machine is not mistaken for an outage.
 FAST = RetryPolicy(
-    attempts=4, base_delay_s=0.02, max_delay_s=0.2, total_s=5, request_timeout=(2, 10)
+    attempts=4, base_delay_s=0.02, max_delay_s=0.2, total_s=30, request_timeout=(10, 30)
 )
 NS = "aicr-validation"
 DEPLOYMENT = ("operator-health", "expected-resources", "gpu-operator-version", "check-nvidia-smi")
@@ -301,7 +302,7 @@ def test_api_answering_500s_ends_as_error_quickly() -> None:
     assert outcome.status == "error"
     assert "HTTP 500" in outcome.error
     assert "still failing after 4 attempt(s)" in outcome.error
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 30  # bounded: no hang
     assert len(cluster.requests) >= 4  # it did retry
 
 
@@ -325,17 +326,17 @@ def test_unreachable_server_is_an_error_and_test_connection_says_so() -> None:
     assert outcome.status == "error"
     assert "Connection refused" in outcome.error
     with SimulatedCluster("unreachable") as cluster:
-        result = test_connection(_api(cluster), timeout_s=2)
+        result = test_connection(_api(cluster), timeout_s=30)
     assert not result.ok
     assert result.detail.startswith("unreachable: ")
 
 
 def test_test_connection_reports_version_401_and_timeout() -> None:
     with SimulatedCluster("healthy-h100-eks") as cluster:
-        assert test_connection(_api(cluster), timeout_s=2) == orchestrator.ConnectionResult(
+        assert test_connection(_api(cluster), timeout_s=30) == orchestrator.ConnectionResult(
             True, "v1.33.5-eks-113cf36", "connected; Kubernetes v1.33.5-eks-113cf36"
         )
-        denied = test_connection(_api(cluster, token="wrong"), timeout_s=2)
+        denied = test_connection(_api(cluster, token="wrong"), timeout_s=30)
     assert (denied.ok, denied.detail) == (
         False,
         "HTTP 401: credentials were refused (unauthorized)",
@@ -355,7 +356,7 @@ def test_test_connection_reports_version_401_and_timeout() -> None:
         )
     assert not result.ok
     assert result.detail.startswith("timed out after 0.5s")
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20
 
 
 def test_hostile_logs_stay_bounded_and_escaped() -> None:
@@ -521,7 +522,7 @@ def test_an_outage_mid_run_ends_as_error_with_the_reason_and_cleans_up() -> None
     assert outcome.error.startswith("list pods of aicr-operator-health-")
     assert "still failing after 4 attempt(s): HTTP 503" in outcome.error
     assert outcome.merged_report is None
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 60  # bounded: no hang
     assert sum(1 for r in cluster.request_log if r.status == 503) >= 4
     assert [n for n in _leftovers(cluster, RUN_ID) if not n.startswith("Pod/")] == []
 
@@ -551,7 +552,7 @@ def test_https_runs_and_test_connection_verifies_the_ca() -> None:
     import base64
 
     with SimulatedCluster(steady("healthy-h100-eks"), tls=True) as cluster:
-        good = test_connection(_api(cluster), timeout_s=5)
+        good = test_connection(_api(cluster), timeout_s=30)
         run = run_validation(_api(cluster), _spec(phases=("deployment",)), Hooks(), retry=FAST)
         assert run.status == "passed"
         config = yaml.safe_load(cluster.kubeconfig)
@@ -560,7 +561,7 @@ def test_https_runs_and_test_connection_verifies_the_ca() -> None:
         config["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(
             other_ca.ca_pem
         ).decode()
-        bad = test_connection(kubernetes.config.new_client_from_config_dict(config), timeout_s=5)
+        bad = test_connection(kubernetes.config.new_client_from_config_dict(config), timeout_s=30)
     assert good.ok
     assert cluster.url.startswith("https://127.0.0.1:")
     assert not bad.ok
