@@ -83,3 +83,24 @@ def test_a_maintainer_adds_a_simulated_cluster_and_tests_it(  # type: ignore[no-
     assert errors == [
         "error: Failed to load resource: the server responded with a status of 400 (Bad Request)"
     ]
+
+
+def test_the_cluster_pages_fit_a_phone_screen(open_page, django_user_model, shots) -> None:  # type: ignore[no-untyped-def]
+    from tests.validators_app.kubeconfigs import kubeconfig
+    from validators_app.services.clusters import cluster_register
+
+    cluster = cluster_register(
+        name="a-rather-long-cluster-name-for-a-phone-" + "x" * 40,
+        kubeconfig_text=kubeconfig(server="http://127.0.0.1:6443/" + "very-long-path/" * 12),
+        environment="simulated",
+    )
+    page = open_page(viewport={"width": 390, "height": 844}, device_scale_factor=2)
+    sign_in_maintainer(page, django_user_model, "/clusters/")
+    for url in ("/clusters/", f"/clusters/{cluster.pk}/", "/clusters/new/"):
+        page.goto(url)
+        overflow = page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        assert overflow <= 0, f"{url} overflows a 390px screen by {overflow}px"
+    page.goto(f"/clusters/{cluster.pk}/")
+    page.screenshot(path=shots / "cluster-phone.png", full_page=True)
