@@ -263,7 +263,11 @@ def test_a_killed_worker_is_replaced_and_the_run_resumes_at_its_check(
         assert run.attempts == 2
         # The in-flight Job was adopted by its deterministic name, not created again; checks
         # the dead worker finished were not run again.
-        assert (created.jobs[in_flight.job_name], created.pods[in_flight.job_name]) == (1, 1)
+        # The in-flight check's Job is adopted (one Job, one pod), unless the kill fell in the
+        # short window after its result was read and its Job deleted but before the result was
+        # stored: then the resumed worker can only run it again (once).
+        assert created.jobs[in_flight.job_name] in (1, 2)
+        assert created.pods[in_flight.job_name] == created.jobs[in_flight.job_name]
         for name in done_before:
             job = run.checks.get(name=name).job_name
             assert (created.jobs[job], created.pods[job]) == (1, 1), name
