@@ -56,7 +56,7 @@ class RequestRecord:
     query: Mapping[str, str]
     status: int
     started: float  # time.monotonic() when the request arrived
-    seconds: float  # until the answer (a watch: until it closed)
+    seconds: float  # until the answer began (a watch: its headers)
 
 
 class ApiServer:
@@ -163,8 +163,8 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         path = url.path.rstrip("/") or "/"
         query = {key: values[-1] for key, values in parse_qs(url.query).items()}
-        self._status = 0
-        started = time.monotonic()
+        self._request = (method, path, query, time.monotonic())
+        self._recorded = False
         try:
             body = self._read_body()
             if path not in ("/healthz", "/livez", "/readyz"):
@@ -182,11 +182,16 @@ class _Handler(BaseHTTPRequestHandler):
                 500, ApiError(500, "InternalError", f"simulator bug: {error!r}").status()
             )
         finally:
-            self.api.request_log.append(
-                RequestRecord(
-                    method, path, query, self._status, started, time.monotonic() - started
-                )
-            )
+            if not self._recorded:  # the client went away before any answer
+                self._record(0)
+
+    def _record(self, status: int) -> None:
+        """Log the request as its answer starts, so a client that has the answer sees it logged."""
+        method, path, query, started = self._request
+        self.api.request_log.append(
+            RequestRecord(method, path, query, status, started, time.monotonic() - started)
+        )
+        self._recorded = True
 
     def _read_body(self) -> bytes:
         try:
@@ -212,7 +217,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(
         self, code: int, data: bytes, content_type: str, headers: Mapping[str, str] | None = None
     ) -> None:
-        self._status = code
+        self._record(code)
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
@@ -674,7 +679,7 @@ class _Handler(BaseHTTPRequestHandler):
             since = int(rv_text) if rv_text not in ("", "0") else None
         except ValueError as error:
             raise ApiError(400, "BadRequest", f"invalid resource version: {rv_text}") from error
-        self._status = 200
+        self._record(200)
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
