@@ -13,6 +13,8 @@ from evidence_app.api.views import (
     UploadDetailView,
 )
 from recipes_app.api.views import RecipeQueryView, RecipeResolvedYAMLView, RecipeViewSet
+from validators_app.api.clusters import ClusterTestView, ClusterViewSet
+from validators_app.api.runs import RunCtrfView, RunViewSet
 
 app_name = "api"
 
@@ -21,6 +23,8 @@ router.include_format_suffixes = False  # recipe names contain dots: "….json" 
 router.register("recipes", RecipeViewSet, basename="recipe")
 router.register("evidence", EvidenceViewSet, basename="evidence")
 router.register("signers", SignerViewSet, basename="signer")
+router.register("runs", RunViewSet, basename="run")
+router.register("clusters", ClusterViewSet, basename="cluster")
 
 urlpatterns = [
     re_path(
@@ -38,5 +42,7 @@ urlpatterns = [
         name="evidence-withdraw",
     ),
     path("uploads/<int:pk>/", UploadDetailView.as_view(), name="upload-detail"),
+    path("runs/<int:pk>/ctrf.json", RunCtrfView.as_view(), name="run-ctrf"),
+    path("clusters/<int:pk>/test/", ClusterTestView.as_view(), name="cluster-test"),
     *router.urls,
 ]

@@ -358,3 +358,71 @@ EVIDENCE_OCI_TIMEOUT_SECONDS = float(os.environ.get("EVIDENCE_OCI_TIMEOUT_SECOND
 EVIDENCE_OCI_LEASE_SECONDS = float(os.environ.get("EVIDENCE_OCI_LEASE_SECONDS", str(15 * 60)))
 # Evidence attested longer ago than this is stale ("older than 30 days").
 EVIDENCE_STALE_AFTER_DAYS = int(os.environ.get("EVIDENCE_STALE_AFTER_DAYS", "30"))
+
+# --- Validation runs (validators_app) ---------------------------------------------------------
+# Runs (RUNS): a running run whose worker sent no heartbeat for this long is taken over by the
+# next claim (the beat reaper re-enqueues it) and resumes at the check it was on.
+VALIDATION_HEARTBEAT_STALE_SECONDS = float(
+    os.environ.get("VALIDATION_HEARTBEAT_STALE_SECONDS", "90")
+)
+# Claims per run (first start + takeovers) before it ends `error` saying its workers died.
+VALIDATION_MAX_ATTEMPTS = int(os.environ.get("VALIDATION_MAX_ATTEMPTS", "3"))
+# A queued run whose task message was sent this long ago and never claimed is sent again.
+VALIDATION_REQUEUE_QUEUED_SECONDS = float(
+    os.environ.get("VALIDATION_REQUEUE_QUEUED_SECONDS", str(10 * 60))
+)
+VALIDATION_REAP_INTERVAL_SECONDS = float(os.environ.get("VALIDATION_REAP_INTERVAL_SECONDS", "30"))
+# The longest a run may take on one worker (all phases); it then ends `error`.
+VALIDATION_RUN_TIME_LIMIT_SECONDS = int(
+    os.environ.get("VALIDATION_RUN_TIME_LIMIT_SECONDS", str(6 * 60 * 60))
+)
+# What the orchestrator emulates and where it runs (AICR's flags / environment variables):
+# "" = the recipe catalog's AICR version label.
+VALIDATION_AICR_VERSION = os.environ.get("VALIDATION_AICR_VERSION", "")
+VALIDATION_NAMESPACE = os.environ.get("VALIDATION_NAMESPACE", "aicr-validation")
+VALIDATION_AGENT_IMAGE = os.environ.get("AICR_VALIDATOR_IMAGE", "")
+VALIDATION_IMAGE_REGISTRY = os.environ.get("AICR_VALIDATOR_IMAGE_REGISTRY", "")
+VALIDATION_IMAGE_TAG = os.environ.get("AICR_VALIDATOR_IMAGE_TAG", "")
+VALIDATION_SNAPSHOT_TIMEOUT_SECONDS = float(
+    os.environ.get("VALIDATION_SNAPSHOT_TIMEOUT_SECONDS", "300")
+)
+CELERY_BEAT_SCHEDULE = {
+    "validation-runs-reaper": {
+        "task": "validators_app.tasks.runs_reap",
+        "schedule": VALIDATION_REAP_INTERVAL_SECONDS,
+    },
+}
+# Clusters (CLUSTERS): Fernet keys for kubeconfigs at rest, comma-separated, newest first (the
+# first encrypts, all decrypt; `manage.py rotate_cluster_keys` re-encrypts after adding one).
+# Unset in development: a local key is generated into the git-ignored file below.
+from cryptography.fernet import Fernet  # noqa: E402
+
+CLUSTER_KUBECONFIG_KEYS = env_list("CLUSTER_KUBECONFIG_KEY", [])
+for _key in CLUSTER_KUBECONFIG_KEYS:
+    try:
+        Fernet(_key.encode("ascii"))
+    except (ValueError, UnicodeEncodeError):
+        raise ImproperlyConfigured(
+            "CLUSTER_KUBECONFIG_KEY holds a value that is not a Fernet key (32 url-safe base64 "
+            "bytes; make one with `python manage.py ensure_local_keys --print`)"
+        ) from None
+CLUSTER_KUBECONFIG_LOCAL_KEY_FILE = (
+    BASE_DIR / ".local" / "cluster-kubeconfig.key"
+    if DEBUG and not CLUSTER_KUBECONFIG_KEYS
+    else None
+)
+# "Test connection" waits at most this long for the API server (in the web request).
+CLUSTER_TEST_TIMEOUT_SECONDS = float(os.environ.get("CLUSTER_TEST_TIMEOUT_SECONDS", "10"))
+# Run evidence (EVIDENCE): the site's ECDSA P-256 private key (PEM) that signs the evidence of
+# finished runs; registered as a SigningKey on first use. Unset in development: a local key is
+# generated into the git-ignored file below by `manage.py ensure_site_key`.
+SITE_SIGNING_KEY = os.environ.get("SITE_SIGNING_KEY", "")
+SITE_SIGNING_LOCAL_KEY_FILE = (
+    BASE_DIR / ".local" / "site-signing-key.pem" if DEBUG and not SITE_SIGNING_KEY else None
+)
+# Keyless run evidence (EVIDENCE): with an OIDC identity token (the value, or a file re-read per
+# run) runs are signed through Sigstore instead of with the site key; the trust config (JSON:
+# trusted root + signing config) selects a private instance, empty = Sigstore's public instance.
+SITE_SIGSTORE_IDENTITY_TOKEN = os.environ.get("SITE_SIGSTORE_IDENTITY_TOKEN", "")
+SITE_SIGSTORE_IDENTITY_TOKEN_FILE = os.environ.get("SITE_SIGSTORE_IDENTITY_TOKEN_FILE", "")
+SITE_SIGSTORE_TRUST_CONFIG = os.environ.get("SITE_SIGSTORE_TRUST_CONFIG", "")

@@ -13,6 +13,8 @@ handler500 = "aicr_site.errors.server_error"
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="recipes:list", permanent=False), name="home"),
     path("recipes/", include("recipes_app.urls")),
+    path("clusters/", include("validators_app.clusters_urls")),
+    path("runs/", include("validators_app.runs_urls")),
     # /evidence/, /evidence/new/, /evidence/<id>/, /signers/<slug>/
     path("", include("evidence_app.urls")),
     # Failed sign-ins here and at /admin/login/ are throttled by django-axes (settings.py).

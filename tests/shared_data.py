@@ -15,3 +15,11 @@ AICR = SHARED / "aicr"
 RECIPES_TREE = AICR / "recipes"
 GOLDEN = AICR / "golden"
 SIGSTORE_FIXTURES = SHARED / "fixtures" / "sigstore"
+# AICR's complete example bundle (pkg/evidence/attestation.Emit, unsigned) and the snapshot it
+# was emitted from (the mock snapshot with a Snapshot header).
+EVIDENCE_EXAMPLE_BUNDLE = GOLDEN / "generated" / "evidence-example-full" / "summary-bundle"
+SNAPSHOT_EXAMPLE = AICR / "_generated" / "snapshot-example.yaml"
+# A real `aicr validate --no-cluster` CTRF (byte-parity reference for the orchestrator's writer)
+# and the validator catalog the orchestrator plans Jobs from.
+CTRF_NO_CLUSTER = AICR / "_generated" / "validate-no-cluster.ctrf.json"
+VALIDATOR_CATALOG = RECIPES_TREE / "validators" / "catalog.yaml"

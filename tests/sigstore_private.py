@@ -293,16 +293,19 @@ class PrivateSigstore:
         issuer_v2: bool = True,
         issuer_v1: bool = True,
         extra_sans: list[str] | None = None,
-    ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+        public_key: Any = None,
+    ) -> tuple[Any, x509.Certificate]:
         """A Fulcio-profile leaf for ``identity`` (URI, or email when it has '@' and no
-        scheme) with an embedded precertificate SCT."""
-        key = ec.generate_private_key(ec.SECP256R1())
+        scheme) with an embedded precertificate SCT; for ``public_key`` when given (a Fulcio
+        stand-in certifying a client's key; the private key returned is then None)."""
+        key = ec.generate_private_key(ec.SECP256R1()) if public_key is None else None
+        subject_key = public_key if public_key is not None else key.public_key()
         sans: list[x509.GeneralName] = [_san(identity)] + [_san(s) for s in (extra_sans or [])]
         builder = (
             x509.CertificateBuilder()
             .subject_name(x509.Name([]))
             .issuer_name(self.intermediate_cert.subject)
-            .public_key(key.public_key())
+            .public_key(subject_key)
             .serial_number(x509.random_serial_number())
             .not_valid_before(when - timedelta(seconds=60))
             .not_valid_after(when + timedelta(minutes=9))
@@ -324,9 +327,7 @@ class PrivateSigstore:
                 x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CODE_SIGNING]), critical=False
             )
             .add_extension(x509.SubjectAlternativeName(sans), critical=True)
-            .add_extension(
-                x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
-            )
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(subject_key), critical=False)
             .add_extension(
                 x509.AuthorityKeyIdentifier.from_issuer_public_key(
                     self.intermediate_key.public_key()

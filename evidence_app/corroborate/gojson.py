@@ -6,10 +6,11 @@ a number as a recipe name. ``decode`` checks each declared field's type, matches
 case-insensitively like Go (exact name first, then folded), treats ``null`` as "leave the
 zero value", ignores undeclared keys, and rejects ``NaN``/``Infinity``.
 
-Writing: ``marshal_indent`` reproduces ``json.MarshalIndent(v, "", "  ")`` byte for byte:
-two-space indent, ``<``/``>``/``&`` and U+2028/U+2029 escaped, short escapes for
-``\\b \\f \\n \\r \\t``, lowercase ``\\u00xx`` for other control characters, and lone
-surrogates replaced by U+FFFD. Objects keep the insertion order of the dicts given, so
+Writing: ``marshal`` reproduces ``json.Marshal(v)`` (compact) and ``marshal_indent``
+``json.MarshalIndent(v, "", "  ")``, byte for byte: two-space indent (indented form),
+``<``/``>``/``&`` and U+2028/U+2029 escaped, short escapes for ``\\b \\f \\n \\r \\t``,
+lowercase ``\\u00xx`` for other control characters, and lone surrogates replaced by U+FFFD.
+Objects keep the insertion order of the dicts given, so
 callers build struct fields in declared order and sort map keys themselves.
 """
 
@@ -210,6 +211,31 @@ def _encode(value: Any, indent: str, out: list[str]) -> None:
         out.append("\n" + indent + "]")
     else:
         raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+def _encode_compact(value: Any, out: list[str]) -> None:
+    if isinstance(value, Mapping):
+        out.append("{")
+        for i, (k, v) in enumerate(value.items()):
+            out.append(("," if i else "") + _quote(k) + ":")
+            _encode_compact(v, out)
+        out.append("}")
+    elif isinstance(value, Sequence) and not isinstance(value, str):
+        out.append("[")
+        for i, v in enumerate(value):
+            if i:
+                out.append(",")
+            _encode_compact(v, out)
+        out.append("]")
+    else:
+        _encode(value, "", out)
+
+
+def marshal(value: Any) -> bytes:
+    """``json.Marshal(value)``: compact, no trailing newline (AICR's ``statement.intoto.json``)."""
+    out: list[str] = []
+    _encode_compact(value, out)
+    return "".join(out).encode("utf-8")
 
 
 def marshal_indent(value: Any) -> bytes:

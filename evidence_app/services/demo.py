@@ -6,12 +6,13 @@ registered as ``SigningKey(is_demo=True)`` named "… (DEMO key)", and every rec
 ``is_demo`` (the ingest marks evidence signed by a demo key as demo, whoever uploads it).
 
 For a handful of the current catalog's recipes each lab "ran" AICR evidence directories
-(``summary-bundle``: recipe.yaml = the recipe's canonical YAML, snapshot, per-phase CTRF from
-the recipe's declared checks — with some failures and performance numbers near the recipe's
-thresholds — manifest.json, the statement and its signed bundle). They go through the same
-verify-before-count ingest as any upload (channel ``seed``). Runs differ in AICR version and
-date (one is older than 30 days, one uses an older AICR), so consensus and staleness have
-something to show.
+(``summary-bundle``: recipe.yaml = the recipe's canonical YAML, a DEMO snapshot, the BOM,
+per-phase CTRF from the recipe's declared checks — with some failures and performance numbers
+near the recipe's thresholds — manifest.json, the statement and its signed bundle), built by
+``evidence_app.attestation``, the builder validation runs use, unredacted (AICR's ``--full``).
+They go through the same verify-before-count ingest as any upload (channel ``seed``). Runs
+differ in AICR version and date (one is older than 30 days, one uses an older AICR), so
+consensus and staleness have something to show.
 
 Idempotent: a run already stored (same demo key, recipe and AICR version) is skipped; the
 bytes themselves are deterministic (RFC 6979 signatures, fixed archive metadata).
@@ -19,31 +20,33 @@ bytes themselves are deterministic (RFC 6979 signatures, fixed archive metadata)
 
 from __future__ import annotations
 
-import base64
-import gzip
 import hashlib
-import io
-import json
 import random
 import re
-import tarfile
+import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.utils import timezone
 
+from evidence_app.attestation import (
+    BundleInput,
+    RecipeInput,
+    build_summary_bundle,
+    rfc3339,
+    sign_statement,
+    summary_tarball,
+)
+from evidence_app.corroborate.gojson import marshal_indent
 from evidence_app.models import Evidence, SigningKey
 from evidence_app.services import keys, signers, trust_roots
 from evidence_app.services.ingest import evidence_ingest
 from evidence_app.services.staleness import validator_catalog_version
-from evidence_app.verification.signature import pae
 from recipes_app.models import Catalog, Recipe
 
-IN_TOTO = "application/vnd.in-toto+json"
-BUNDLE_V03 = "application/vnd.dev.sigstore.bundle.v0.3+json"
-PREDICATE_V1 = "https://aicr.run/recipe-evidence/v1"
 P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
 SEED_PREFIX = b"aicr-validation-dashboard DEMO signing key, not a secret: "
 PHASES = ("deployment", "conformance", "performance")
@@ -63,6 +66,8 @@ GPU_MODELS = {
     "a100": "NVIDIA A100-SXM4-80GB",
     "l40s": "NVIDIA L40S",
 }
+VALIDATOR_IMAGES = ("deployment", "performance", "conformance")
+GENERATED_BY = "aicr-validation-dashboard seed_demo (DEMO data)"
 
 
 @dataclass(frozen=True)
@@ -108,42 +113,6 @@ def _public_pem(key: ec.EllipticCurvePrivateKey) -> str:
     )
 
 
-def _hint(key: ec.EllipticCurvePrivateKey) -> str:
-    der = key.public_key().public_bytes(
-        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    return base64.b64encode(hashlib.sha256(der).digest()).decode()
-
-
-def sign_statement(statement: bytes, key: ec.EllipticCurvePrivateKey) -> bytes:
-    """A cosign-style v0.3 key-signed DSSE bundle (publicKey hint, no tlog), RFC 6979."""
-    signature = key.sign(
-        pae(IN_TOTO, statement), ec.ECDSA(hashes.SHA256(), deterministic_signing=True)
-    )
-    bundle = {
-        "mediaType": BUNDLE_V03,
-        "verificationMaterial": {
-            "publicKey": {"hint": _hint(key)},
-            "tlogEntries": [],
-            "timestampVerificationData": {},
-        },
-        "dsseEnvelope": {
-            "payload": base64.b64encode(statement).decode(),
-            "payloadType": IN_TOTO,
-            "signatures": [{"sig": base64.b64encode(signature).decode(), "keyid": ""}],
-        },
-    }
-    return json.dumps(bundle, separators=(",", ":")).encode()
-
-
-def _json(value: object) -> bytes:
-    return json.dumps(value, indent=2, sort_keys=True).encode() + b"\n"
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def _threshold(thresholds: list[dict[str, object]]) -> tuple[str, float] | None:
     for item in thresholds:
         m = re.fullmatch(r"\s*(>=|>|<=|<)\s*([0-9]+(?:\.[0-9]+)?)\s*", str(item.get("value", "")))
@@ -160,9 +129,8 @@ def _unit(name: str) -> str:
     return "ops/s"
 
 
-def _ctrf(
-    recipe: Recipe, phase: str, run: DemoRun, rng: random.Random, start_ms: int
-) -> tuple[bytes, dict[str, int]]:
+def _ctrf(recipe: Recipe, phase: str, run: DemoRun, rng: random.Random, start_ms: int) -> bytes:
+    """A phase report in AICR's CTRF layout (field order and Go JSON bytes), DEMO results."""
     checks = recipe.checks.get(phase, []) if isinstance(recipe.checks, dict) else []
     tests = []
     counts = {"passed": 0, "failed": 0, "skipped": 0}
@@ -178,6 +146,12 @@ def _ctrf(
             "duration": rng.randint(800, 90_000),
             "suite": [phase],
         }
+        if status == "failed":
+            test["message"] = (
+                "demo: below the recipe's threshold"
+                if phase == "performance"
+                else "demo: check failed"
+            )
         threshold = _threshold(list(check.get("thresholds") or []))
         if phase == "performance" and status != "skipped":
             op, bound = threshold or (">=", 100.0)
@@ -185,18 +159,14 @@ def _ctrf(
             factor = rng.uniform(1.03, 1.25) if status == "passed" else rng.uniform(0.7, 0.95)
             value = bound * factor if better else bound / factor
             test["stdout"] = [f"RESULT: {name}: {value:.2f} {_unit(name)}"]
-        if status == "failed":
-            test["message"] = (
-                "demo: below the recipe's threshold"
-                if phase == "performance"
-                else ("demo: check failed")
-            )
         counts[status] += 1
         tests.append(test)
+    stop_ms = start_ms + 60_000
     report = {
         "reportFormat": "CTRF",
         "specVersion": "0.0.1",
-        "generatedBy": "aicr-validation-dashboard seed_demo (DEMO data)",
+        "timestamp": rfc3339(datetime.fromtimestamp(stop_ms / 1000, tz=UTC)),
+        "generatedBy": GENERATED_BY,
         "results": {
             "tool": {"name": "aicr", "version": run.aicr_version},
             "summary": {
@@ -205,107 +175,83 @@ def _ctrf(
                 "pending": 0,
                 "other": 0,
                 "start": start_ms,
-                "stop": start_ms + 60_000,
+                "stop": stop_ms,
             },
             "tests": tests,
         },
     }
-    return _json(report), counts
+    return marshal_indent(report)
 
 
-def _tarball(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name in sorted(files):
-            info = tarfile.TarInfo(f"summary-bundle/{name}")
-            info.size = len(files[name])
-            info.mtime = 0
-            info.mode = 0o644
-            tar.addfile(info, io.BytesIO(files[name]))
-    return gzip.compress(buf.getvalue(), mtime=0)
+def _snapshot(recipe: Recipe, lab: DemoLab, run: DemoRun, taken_at: datetime) -> dict[str, Any]:
+    """What the lab's cluster "measured": the recipe's own criteria (DEMO, nothing was)."""
+    criteria = recipe.criteria
+    k8s = "v1.33.4" if run.aicr_version == "v0.19.0" else "v1.32.6"
+    model = GPU_MODELS.get(criteria["accelerator"], criteria["accelerator"])
+    return {
+        "apiVersion": "aicr.run/v1alpha2",
+        "kind": "Snapshot",
+        "metadata": {
+            "source": f"seed_demo, {lab.name}: DEMO data, no cluster was measured",
+            "timestamp": rfc3339(taken_at),
+            "version": run.aicr_version,
+        },
+        "measurements": [
+            {
+                "type": "K8s",
+                "subtypes": [
+                    {"subtype": "server", "data": {"version": k8s}},
+                    {"subtype": "node", "data": {"provider": criteria["service"]}},
+                ],
+            },
+            {"type": "OS", "subtypes": [{"subtype": "release", "data": {"ID": criteria["os"]}}]},
+            {
+                "type": "GPU",
+                "subtypes": [
+                    {
+                        "subtype": "hardware",
+                        "data": {"gpu-count": 8, "model": model},
+                    }
+                ],
+            },
+            {
+                "type": "NodeTopology",
+                "subtypes": [
+                    {"subtype": "summary", "data": {"node-count": 4}},
+                    {"subtype": "label", "data": {"nvidia.com/gpu.present": "true|demo-1,demo-2"}},
+                ],
+            },
+        ],
+    }
 
 
 def demo_evidence_directory(
     recipe: Recipe, lab: DemoLab, run: DemoRun, *, attested_at: datetime, validator_version: str
 ) -> bytes:
-    """The signed evidence directory (tar.gz) of one demo run."""
+    """The signed evidence directory (tar.gz) of one demo run, in AICR's bundle layout.
+
+    Unredacted (AICR's ``--full``) so the performance numbers in ``stdout`` stay visible.
+    """
     rng = random.Random(f"{recipe.name}|{lab.code}|{run.aicr_version}")  # noqa: S311 - demo data
     start_ms = int(attested_at.timestamp() * 1000) - 600_000
-    files: dict[str, bytes] = {
-        "recipe.yaml": recipe.canonical_yaml.encode(),
-        "snapshot.yaml": (
-            "# DEMO snapshot: no real cluster was measured\n"
-            f"kind: Snapshot\nmetadata:\n  source: seed_demo\n  lab: {lab.name}\n"
-        ).encode(),
-    }
-    phases: dict[str, dict[str, object]] = {}
-    for phase in PHASES:
-        report, counts = _ctrf(recipe, phase, run, rng, start_ms)
-        files[f"ctrf/{phase}.json"] = report
-        phases[phase] = {**counts, "ctrfDigest": f"sha256:{_sha(report)}"}
-    manifest = {
-        "schemaVersion": "1.0.0",
-        "files": [
-            {
-                "path": path,
-                "size": len(content),
-                "sha256": f"sha256:{_sha(content)}",
-                "mediaType": "application/json" if path.endswith(".json") else "application/yaml",
-            }
-            for path, content in sorted(files.items())
-        ],
-    }
-    files["manifest.json"] = _json(manifest)
-    k8s = "1.33.4" if run.aicr_version == "v0.19.0" else "1.32.6"
-    criteria = recipe.criteria
-    statement = {
-        "_type": "https://in-toto.io/Statement/v1",
-        "subject": [{"name": f"recipe:{recipe.name}", "digest": {"sha256": recipe.digest}}],
-        "predicateType": PREDICATE_V1,
-        "predicate": {
-            "schemaVersion": "1.0.0",
-            "attestedAt": attested_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "aicrVersion": run.aicr_version,
-            "validatorCatalogVersion": validator_version or "1.0.0",
-            "validatorImages": [],
-            "recipe": {"name": recipe.name, "digest": recipe.digest},
-            "fingerprint": {
-                "service": {"value": criteria["service"]},
-                "accelerator": {"value": criteria["accelerator"]},
-                "gpuModel": {
-                    "value": GPU_MODELS.get(criteria["accelerator"], criteria["accelerator"])
-                },
-                "os": {"value": criteria["os"], "source": "os.release"},
-                "k8sVersion": {"value": k8s, "source": "k8s.server.version"},
-                "region": {"value": "demo"},
-                "nodeCount": {"value": 4},
-                "gpuNodeCount": {"value": 2},
-            },
-            "criteriaMatch": {
-                "matched": True,
-                "perDimension": [
-                    {
-                        "dimension": dim,
-                        "match": "matched",
-                        "recipeRequires": criteria[dim],
-                        "fingerprintProvides": criteria[dim],
-                    }
-                    for dim in ("service", "accelerator", "os", "intent", "platform")
-                ],
-            },
-            "phases": phases,
-            "manifest": {
-                "digest": f"sha256:{_sha(files['manifest.json'])}",
-                "fileCount": len(manifest["files"]),
-            },
-        },
-    }
-    statement_bytes = json.dumps(statement, sort_keys=True, separators=(",", ":")).encode()
-    files["statement.intoto.json"] = statement_bytes
-    files["attestation.intoto.jsonl"] = (
-        sign_statement(statement_bytes, demo_private_key(lab)) + b"\n"
+    reports = {phase: _ctrf(recipe, phase, run, rng, start_ms) for phase in PHASES}
+    bundle = build_summary_bundle(
+        BundleInput(
+            recipe=RecipeInput.of(recipe),
+            snapshot=_snapshot(recipe, lab, run, attested_at - timedelta(minutes=15)),
+            phase_reports=reports,
+            aicr_version=run.aicr_version,
+            validator_catalog_version=validator_version or "1.0.0",
+            validator_images=[
+                f"ghcr.io/nvidia/aicr-validators/{image}:{run.aicr_version}"
+                for image in VALIDATOR_IMAGES
+            ],
+            attested_at=attested_at,
+            bom_serial=f"urn:uuid:{uuid.UUID(int=rng.getrandbits(128), version=4)}",
+            redact=False,
+        )
     )
-    return _tarball(files)
+    return summary_tarball(bundle.files, sign_statement(bundle.statement, demo_private_key(lab)))
 
 
 def demo_recipes(catalog: Catalog) -> list[Recipe]:

@@ -1,0 +1,190 @@
+"""One AICR summary bundle (``aicr validate --emit-attestation``, AICR.md §4.2, AICR-VALIDATE §10).
+
+Files, as ``pkg/evidence/attestation.Emit`` writes them (checked byte for byte against AICR's
+example bundle in ``tests/evidence_app/test_attestation.py``):
+
+``recipe.yaml``            the recipe's canonical YAML (its sha256 is the subject digest)
+``snapshot.yaml``          the snapshot (redacted), AICR's deterministic YAML
+``bom.cdx.json``           the synthesized CycloneDX BOM (``bom.py``)
+``ctrf/<phase>.json``      one per phase in the results (redacted), Go ``MarshalIndent`` + ``\\n``
+``manifest.json``          every file above: path, size, ``sha256:<hex>``, media type, by path
+``statement.intoto.json``  the in-toto Statement, Go ``json.Marshal`` (compact, no newline)
+
+The statement's predicate is a Go map, so its keys are sorted at every level.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from evidence_app.corroborate.gojson import marshal, marshal_indent
+from recipes_app.resolver import marshal_deterministic
+
+from .bom import FORMAT, SPEC_VERSION, synthesize_bom
+from .fingerprint import criteria_match, fingerprint_of
+from .redact import redact_ctrf, redact_snapshot, redaction_predicate
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_V1 = "https://aicr.run/recipe-evidence/v1"
+SCHEMA_VERSION = "1.0.0"
+MANIFEST = "manifest.json"
+STATEMENT = "statement.intoto.json"
+_MEDIA_TYPES = {"bom.cdx.json": "application/vnd.cyclonedx+json"}
+
+
+class BundleError(ValueError):
+    """An input cannot go into a bundle; the message names the file."""
+
+
+@dataclass(frozen=True)
+class RecipeInput:
+    """What a bundle needs of a recipe (a ``recipes_app.models.Recipe`` has all of it)."""
+
+    name: str
+    canonical_yaml: str
+    criteria: Mapping[str, Any]
+    components: Sequence[Mapping[str, Any]]
+
+    @classmethod
+    def of(cls, recipe: Any) -> RecipeInput:
+        return cls(
+            name=recipe.name,
+            canonical_yaml=recipe.canonical_yaml,
+            criteria=dict(recipe.criteria),
+            components=list(recipe.components or []),
+        )
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.canonical_yaml.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class BundleInput:
+    recipe: RecipeInput
+    snapshot: Mapping[str, Any]  # the parsed snapshot document, as the run took it
+    phase_reports: Mapping[str, bytes]  # phase → CTRF bytes as the orchestrator wrote them
+    aicr_version: str
+    validator_catalog_version: str
+    validator_images: Sequence[str]  # resolved, catalog order
+    attested_at: datetime
+    bom_serial: str  # urn:uuid:…
+    redact: bool = True  # False = AICR's --full (demo data keeps its performance lines)
+
+
+@dataclass(frozen=True)
+class SummaryBundleFiles:
+    files: Mapping[str, bytes] = field(repr=False)  # bundle-relative path → bytes
+    statement: bytes = field(repr=False)
+    recipe_digest: str = ""
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _sorted_keys(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _sorted_keys(value[k]) for k in sorted(value)}
+    if isinstance(value, list | tuple):
+        return [_sorted_keys(v) for v in value]
+    return value
+
+
+def _phase_summary(report: bytes) -> dict[str, int]:
+    summary = json.loads(report)["results"]["summary"]
+    return {key: int(summary.get(key, 0)) for key in ("passed", "failed", "skipped")}
+
+
+def rfc3339(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def build_summary_bundle(inputs: BundleInput) -> SummaryBundleFiles:
+    """The bundle's files and statement (unsigned)."""
+    recipe = inputs.recipe
+    digest = recipe.digest
+    attested_at = rfc3339(inputs.attested_at)
+    snapshot = redact_snapshot(inputs.snapshot) if inputs.redact else dict(inputs.snapshot)
+    bom, component_count = synthesize_bom(
+        recipe_name=recipe.name,
+        components=recipe.components,
+        images=inputs.validator_images,
+        aicr_version=inputs.aicr_version,
+        timestamp=attested_at,
+        serial_number=inputs.bom_serial,
+    )
+    try:
+        snapshot_yaml = marshal_deterministic(snapshot).encode()
+    except (ValueError, TypeError) as exc:
+        raise BundleError(f"snapshot.yaml: cannot be written ({str(exc)[:200]})") from None
+    files: dict[str, bytes] = {
+        "recipe.yaml": recipe.canonical_yaml.encode(),
+        "snapshot.yaml": snapshot_yaml,
+        "bom.cdx.json": bom,
+    }
+    phases: dict[str, Any] = {}
+    for phase, report in inputs.phase_reports.items():
+        try:
+            data = redact_ctrf(report) if inputs.redact else bytes(report)
+            summary = _phase_summary(data)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BundleError(
+                f"ctrf/{phase}.json: not a CTRF report ({type(exc).__name__}: {str(exc)[:200]})"
+            ) from None
+        files[f"ctrf/{phase}.json"] = data
+        phases[phase] = {**summary, "ctrfDigest": f"sha256:{_sha(data)}"}
+    manifest_doc = {
+        "schemaVersion": SCHEMA_VERSION,
+        "files": [
+            {
+                "path": path,
+                "size": len(content),
+                "sha256": f"sha256:{_sha(content)}",
+                "mediaType": _MEDIA_TYPES.get(
+                    path, "application/json" if path.endswith(".json") else "application/yaml"
+                ),
+            }
+            for path, content in sorted(files.items())
+        ],
+    }
+    manifest = marshal_indent(manifest_doc)
+    fingerprint = fingerprint_of(inputs.snapshot)
+    predicate: dict[str, Any] = {
+        "aicrVersion": inputs.aicr_version,
+        "attestedAt": attested_at,
+        "bom": {
+            "digest": f"sha256:{_sha(bom)}",
+            "format": FORMAT,
+            "imageCount": component_count,
+            "version": SPEC_VERSION,
+        },
+        "criteriaMatch": criteria_match(recipe.criteria, fingerprint),
+        "fingerprint": fingerprint,
+        "manifest": {"digest": f"sha256:{_sha(manifest)}", "fileCount": len(manifest_doc["files"])},
+        "phases": phases,
+        "recipe": {"digest": digest, "name": recipe.name},
+        "schemaVersion": SCHEMA_VERSION,
+        "validatorCatalogVersion": inputs.validator_catalog_version,
+        "validatorImages": [
+            {"digest": "", "image": image} for image in sorted(set(inputs.validator_images))
+        ],
+    }
+    if inputs.redact:
+        predicate["redaction"] = redaction_predicate()
+    statement = marshal(
+        {
+            "_type": STATEMENT_TYPE,
+            "subject": [{"name": f"recipe:{recipe.name}", "digest": {"sha256": digest}}],
+            "predicateType": PREDICATE_V1,
+            "predicate": _sorted_keys(predicate),
+        }
+    )
+    files[MANIFEST] = manifest
+    files[STATEMENT] = statement
+    return SummaryBundleFiles(files=files, statement=statement, recipe_digest=digest)

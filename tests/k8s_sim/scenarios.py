@@ -1,0 +1,277 @@
+"""Simulated cluster states: what the nodes, versions and installed operators are, and how the
+API server and the validator containers misbehave.
+
+Every scenario is SIMULATED data, not a measurement of a real cluster. The healthy one is chosen
+so that AICR's ``h100-eks-ubuntu-training-kubeflow`` recipe passes readiness (K8s ``>= 1.32.4``,
+``OS.release.ID == ubuntu``, ``VERSION_ID == 24.04``, kernel ``>= 6.8``) and its validation
+constraints (GPU operator ``>= v24.6.0``, NCCL bus bandwidth ``>= 300`` GB/s within 10 %).
+
+Derive variants with ``dataclasses.replace(SCENARIOS["healthy-h100-eks"], ...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    instance_type: str = "p5.48xlarge"
+    gpus: int = 8  # physical GPUs (PCI); allocatable only while the GPU operator runs
+    gpu_product: str = "NVIDIA-H100-80GB-HBM3"
+    unschedulable: bool = False
+    zone: str = "us-east-1a"
+    extra_labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Mapping[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ApiFaults:
+    """Requests that answer an error instead of being served.
+
+    ``first_n``: the first N matching requests fail; ``probability``: each later one fails with
+    that chance (seeded, so a test is repeatable); ``path_contains``: only requests whose path
+    contains this string count (``""`` = all). 429 answers carry ``Retry-After``.
+    """
+
+    status: int = 500
+    first_n: int = 0
+    probability: float = 0.0
+    path_contains: str = ""
+    retry_after_s: int = 1
+    seed: int = 7
+
+
+@dataclass(frozen=True)
+class WatchFaults:
+    """Watches that end early: after ``max_events`` events or ``max_seconds`` of wall time,
+    and/or with a ``410 Gone`` (Expired) error event on every ``gone_every``-th watch."""
+
+    max_events: int | None = None
+    max_seconds: float | None = None
+    gone_every: int | None = None
+
+
+@dataclass(frozen=True)
+class HugeLogs:
+    """Make these checks' logs hostile: megabytes, invalid UTF-8, forged extras, HTML."""
+
+    checks: tuple[str, ...] = ("operator-health",)
+    megabytes: float = 3.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    nodes: tuple[Node, ...]
+    kubernetes_version: str = "v1.33.5-eks-113cf36"
+    go_version: str = "go1.24.6"
+    platform: str = "linux/amd64"
+    provider: str = "aws"
+    os_release: Mapping[str, str] = field(
+        default_factory=lambda: {
+            "ID": "ubuntu",
+            "ID_LIKE": "debian",
+            "NAME": "Ubuntu",
+            "PRETTY_NAME": "Ubuntu 24.04.3 LTS",
+            "VERSION": "24.04.3 LTS (Noble Numbat)",
+            "VERSION_CODENAME": "noble",
+            "VERSION_ID": "24.04",
+        }
+    )
+    kernel: str = "6.8.0-1015-aws"
+    container_runtime: str = "containerd://2.0.5"
+    gpu_operator_version: str | None = "v26.3.3"  # None: not installed
+    gpu_operator_running: bool = True
+    dra_driver_installed: bool = True
+    resource_api_versions: tuple[str, ...] = ("v1", "v1beta2", "v1beta1")
+    dcgm_exporter: bool = True
+    # Installed components (Helm release name -> version): the versions AICR's catalog (main-08)
+    # pins for h100-eks-ubuntu-training-kubeflow, so its expected-resources check passes.
+    components: Mapping[str, str] = field(
+        default_factory=lambda: {
+            "aws-ebs-csi-driver": "2.59.0",
+            "aws-efa": "v0.5.29",
+            "cert-manager": "v1.20.2",
+            "gpu-operator": "v26.3.3",
+            "k8s-ephemeral-storage-metrics": "1.19.2",
+            "kai-scheduler": "v0.14.1",
+            "kube-prometheus-stack": "84.4.0",
+            "kubeflow-trainer": "2.2.0",
+            "nfd": "0.19.0",
+            "nodewright-customizations": "",
+            "nodewright-operator": "v0.17.1",
+            "nvidia-dra-driver-gpu": "0.4.1",
+            "nvsentinel": "v1.9.0",
+            "prometheus-adapter": "5.3.0",
+            "prometheus-operator-crds": "28.0.1",
+        }
+    )
+    nccl_busbw_gbps: float = 456.84
+    # Simulated container run time per check (seconds of simulated time); default 5 s.
+    check_seconds: Mapping[str, float] = field(
+        default_factory=lambda: {
+            "expected-resources": 45.0,
+            "check-nvidia-smi": 24.0,
+            "dra-support": 21.0,
+            "nccl-all-reduce-bw": 420.0,
+            "gang-scheduling": 35.0,
+            "robust-controller": 30.0,
+        }
+    )
+    # Wall seconds per simulated second: 0.001 makes a 420 s NCCL run take 0.42 s, a 2 m
+    # deadline 0.12 s. Containers always take at least ``min_container_wall_s``.
+    time_scale: float = 0.001
+    min_container_wall_s: float = 0.02
+    # Container failure modes, by check name.
+    hang_checks: tuple[str, ...] = ()  # run past activeDeadlineSeconds
+    oom_checks: tuple[str, ...] = ()  # terminated: OOMKilled, exit 137
+    unpullable_images: tuple[str, ...] = ()  # substrings of images that never pull
+    keep_pod_on_deadline: bool = False  # True: pod still listed (no deletionTimestamp)
+    huge_logs: HugeLogs | None = None
+    api_faults: ApiFaults | None = None
+    watch_faults: WatchFaults | None = None
+    watch_history: int = 10_000  # events kept by the watch cache (older RV ⇒ 410)
+    unreachable: bool = False  # the kubeconfig points to a closed port
+    token: str = "sim-token-0123456789abcdef"
+
+    def gpu_nodes(self) -> tuple[Node, ...]:
+        """Nodes that advertise allocatable ``nvidia.com/gpu`` (needs the operator running)."""
+        if not (self.gpu_operator_version and self.gpu_operator_running):
+            return ()
+        return tuple(node for node in self.nodes if node.gpus > 0)
+
+    def sim_seconds(self, check: str) -> float:
+        return self.check_seconds.get(check, 5.0)
+
+
+_GPU_NODES = (
+    Node("ip-10-0-12-34.ec2.internal", zone="us-east-1a"),
+    Node("ip-10-0-56-78.ec2.internal", zone="us-east-1b"),
+)
+_SYSTEM_NODE = Node(
+    "ip-10-0-1-10.ec2.internal", instance_type="m7i.2xlarge", gpus=0, gpu_product=""
+)
+
+HEALTHY = Scenario(
+    name="healthy-h100-eks",
+    description="EKS 1.33, two p5.48xlarge (8xH100) nodes + one system node, Ubuntu 24.04, "
+    "GPU operator v26.3.3, DRA driver, DCGM exporter; every declared check passes",
+    nodes=(*_GPU_NODES, _SYSTEM_NODE),
+)
+
+
+def _without(components: Mapping[str, str], *names: str) -> dict[str, str]:
+    return {key: value for key, value in components.items() if key not in names}
+
+
+SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
+    {
+        scenario.name: scenario
+        for scenario in (
+            HEALTHY,
+            replace(
+                HEALTHY,
+                name="gpu-operator-missing",
+                description="No GPU operator: no gpu-operator pods, no allocatable GPUs, no DCGM",
+                gpu_operator_version=None,
+                dcgm_exporter=False,
+                components=_without(HEALTHY.components, "gpu-operator"),
+            ),
+            replace(
+                HEALTHY,
+                name="gpu-operator-too-old",
+                description="GPU operator v23.9.2, below the recipe's >= v24.6.0",
+                gpu_operator_version="v23.9.2",
+                components={**HEALTHY.components, "gpu-operator": "v23.9.2"},
+            ),
+            replace(
+                HEALTHY,
+                name="no-gpu-nodes",
+                description="Only CPU nodes: GPU operator installed, nothing to validate on",
+                nodes=(
+                    _SYSTEM_NODE,
+                    replace(_SYSTEM_NODE, name="ip-10-0-2-20.ec2.internal"),
+                ),
+            ),
+            replace(
+                HEALTHY,
+                name="dra-absent",
+                description="The NVIDIA DRA driver is not installed and resource.k8s.io not served",
+                dra_driver_installed=False,
+                resource_api_versions=(),
+                components=_without(HEALTHY.components, "nvidia-dra-driver-gpu"),
+            ),
+            replace(
+                HEALTHY,
+                name="readiness-old-kernel",
+                description="Kernel 5.15 on Ubuntu 24.04 nodes: readiness fails (>= 6.8)",
+                kernel="5.15.0-1051-aws",
+            ),
+            replace(
+                HEALTHY,
+                name="readiness-old-kubernetes",
+                description="EKS 1.30: readiness fails (K8s.server.version >= 1.32.4)",
+                kubernetes_version="v1.30.14-eks-931bdca",
+            ),
+            replace(
+                HEALTHY,
+                name="job-deadline-exceeded",
+                description="expected-resources never finishes: the Job controller kills it at "
+                "activeDeadlineSeconds (DeadlineExceeded) and deletes its pod",
+                hang_checks=("expected-resources",),
+            ),
+            replace(
+                HEALTHY,
+                name="image-never-pulled",
+                description="The validator images cannot be pulled (ImagePullBackOff) until "
+                "every Job reaches its deadline",
+                unpullable_images=("aicr-validators/",),
+            ),
+            replace(
+                HEALTHY,
+                name="oom-killed",
+                description="expected-resources is OOMKilled (exit 137)",
+                oom_checks=("expected-resources",),
+            ),
+            replace(
+                HEALTHY,
+                name="api-500s",
+                description="Every API request answers 500 InternalError",
+                api_faults=ApiFaults(status=500, probability=1.0),
+            ),
+            replace(
+                HEALTHY,
+                name="api-429",
+                description="The first 6 API requests, then 20 % of them, answer 429 with "
+                "Retry-After: 1",
+                api_faults=ApiFaults(status=429, first_n=6, probability=0.2),
+            ),
+            replace(
+                HEALTHY,
+                name="unreachable",
+                description="The kubeconfig points to a closed port on 127.0.0.1",
+                unreachable=True,
+            ),
+            replace(
+                HEALTHY,
+                name="huge-logs",
+                description="operator-health writes 3 MB of log: invalid UTF-8, over-long lines, "
+                "forged ##AICR-EXTRA## lines, HTML/script",
+                huge_logs=HugeLogs(),
+            ),
+            replace(
+                HEALTHY,
+                name="watch-drops",
+                description="Watches close after one event and every third watch answers 410 "
+                "Gone; the watch cache keeps only 20 events",
+                watch_faults=WatchFaults(max_events=1, gone_every=3),
+                watch_history=20,
+            ),
+        )
+    }
+)

@@ -1,0 +1,40 @@
+"""Helpers shared by the validation-run tests: clusters and finished outcomes."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from validators_app import orchestrator
+from validators_app.models import Cluster, Environment
+
+RECIPE = "h100-eks-ubuntu-training-kubeflow"
+_names = itertools.count()
+
+
+def cluster_row(*, environment: str = Environment.SIMULATED, **fields: Any) -> Cluster:
+    """A Cluster row for tests that never contact the cluster (no kubeconfig is decrypted)."""
+    defaults: dict[str, Any] = {
+        "name": f"cluster-{next(_names)}",
+        "environment": environment,
+        "server": "http://127.0.0.1:1",
+        "kubeconfig_encrypted": "never decrypted in this test",
+    }
+    return Cluster.objects.create(**{**defaults, **fields})
+
+
+def outcome(
+    phase: str, name: str, status: str, *, exit_code: int | None = None, message: str = ""
+) -> orchestrator.CheckOutcome:
+    codes = {"passed": 0, "failed": 1, "skipped": 2, "other": -1}
+    return orchestrator.CheckOutcome(
+        phase=phase,
+        name=name,
+        status=status,
+        exit_code=codes[status] if exit_code is None else exit_code,
+        message=message,
+        duration_ms=1000,
+        stdout=('time=2026-12-01T00:00:00Z level=INFO msg="starting check"', "<b>log</b>"),
+        extra={},
+        job_name=f"aicr-{name}-00000000",
+    )

@@ -1,0 +1,73 @@
+"""test_connection against loopback servers that are not (well-behaved) Kubernetes API servers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import kubernetes
+import pytest
+
+from validators_app.orchestrator import test_connection
+
+
+@contextmanager
+def serving(status: int, body: bytes) -> Iterator[str]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _api(url: str) -> kubernetes.client.ApiClient:
+    return kubernetes.config.new_client_from_config_dict(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "c",
+            "clusters": [{"name": "c", "cluster": {"server": url}}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "detail"),
+    [
+        (403, b'{"kind":"Status","code":403}', "HTTP 403: credentials were refused (forbidden)"),
+        (503, b"{}", "HTTP 503 Service Unavailable from /version"),
+        (200, b"<html>not kubernetes</html>", "/version did not answer a Kubernetes version: "),
+        (200, b'{"gitVersion": ""}', "/version did not answer a Kubernetes version: "),
+        (200, b'{"gitVersion": 7}', "/version did not answer a Kubernetes version: "),
+    ],
+)
+def test_it_names_what_is_wrong(status: int, body: bytes, detail: str) -> None:
+    with serving(status, body) as url:
+        result = test_connection(_api(url), timeout_s=30)
+    assert not result.ok
+    assert result.server_version == ""
+    assert result.detail.startswith(detail)
+
+
+def test_it_reads_the_version() -> None:
+    with serving(200, b'{"major":"1","minor":"33","gitVersion":"v1.33.5-eks-113cf36"}') as url:
+        result = test_connection(_api(url), timeout_s=30)
+    assert (result.ok, result.server_version) == (True, "v1.33.5-eks-113cf36")

@@ -1,0 +1,165 @@
+"""Maintainers' admin for clusters: registered and re-keyed through ``services.clusters``; the
+kubeconfig is a write-only field (never rendered back, not even on the change form)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.utils.decorators import method_decorator
+from django.views.decorators.debug import sensitive_post_parameters
+
+from evidence_app import permissions
+from evidence_app.models import Role
+from validators_app.crypto import KeyUnavailable
+from validators_app.kubeconfig import MAX_KUBECONFIG_BYTES
+from validators_app.models import Cluster
+from validators_app.services import clusters
+
+
+def _is_maintainer(request: HttpRequest) -> bool:
+    return Role.MAINTAINER in permissions.roles_of(request.user)
+
+
+class ClusterAddForm(forms.ModelForm):
+    """Registers through the service from ``clean()``: that way every refusal, including a
+    name taken a moment ago or a missing encryption key, is a form error, never a 500."""
+
+    kubeconfig = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 14, "cols": 100, "autocomplete": "off"}),
+        strip=False,
+        max_length=MAX_KUBECONFIG_BYTES,
+        help_text="Embedded credentials only (token, client-certificate-data + client-key-data, "
+        "or username/password). Stored encrypted; never shown again.",
+    )
+
+    class Meta:
+        model = Cluster
+        fields = ["name", "environment"]
+
+    def __init__(self, *args: Any, user: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.user = user
+        self.registered: Cluster | None = None
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if not self.errors:
+            try:
+                self.registered = clusters.cluster_register(
+                    name=data["name"],
+                    kubeconfig_text=data["kubeconfig"],
+                    environment=data["environment"],
+                    by=self.user,
+                )
+            except clusters.ClusterRegistrationError as exc:
+                self.add_error(exc.field, exc.message)
+            except KeyUnavailable as exc:
+                self.add_error(None, str(exc))
+        return data
+
+    def validate_unique(self) -> None:
+        pass  # the service checked the name (backed by the unique constraint)
+
+
+class ClusterChangeForm(forms.ModelForm):
+    """Renames and re-keys through the service from ``clean()`` (see ``ClusterAddForm``)."""
+
+    new_kubeconfig = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 14, "cols": 100, "autocomplete": "off"}),
+        strip=False,
+        max_length=MAX_KUBECONFIG_BYTES,
+        help_text="Leave empty to keep the stored kubeconfig (which is never shown). A new one is "
+        "checked for this cluster's environment and replaces it.",
+    )
+
+    class Meta:
+        model = Cluster
+        fields = ["name"]
+
+    def __init__(self, *args: Any, user: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if not self.errors:
+            try:
+                clusters.cluster_update(
+                    cluster=self.instance,
+                    name=data["name"],
+                    kubeconfig_text=data.get("new_kubeconfig") or None,
+                )
+            except clusters.ClusterRegistrationError as exc:
+                field = "new_kubeconfig" if exc.field == "kubeconfig" else exc.field
+                self.add_error(field, exc.message)
+            except KeyUnavailable as exc:
+                self.add_error(None, str(exc))
+        return data
+
+    def validate_unique(self) -> None:
+        pass
+
+
+@admin.register(Cluster)
+class ClusterAdmin(admin.ModelAdmin):
+    list_display = ["name", "environment", "server", "auth_kind", "last_test_ok", "last_tested_at"]
+    list_filter = ["environment", "last_test_ok"]
+    search_fields = ["name", "server"]
+    readonly_fields = [
+        "environment",
+        "server",
+        "context_name",
+        "auth_kind",
+        "created_by",
+        "created_at",
+        "updated_at",
+        "last_test_ok",
+        "last_test_server_version",
+        "last_test_detail",
+        "last_tested_at",
+    ]
+
+    # The kubeconfig never appears in Django's error reports.
+    @method_decorator(sensitive_post_parameters("kubeconfig", "new_kubeconfig"))
+    def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return super().changeform_view(request, *args, **kwargs)
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any):  # type: ignore[no-untyped-def]
+        kwargs["form"] = ClusterAddForm if obj is None else ClusterChangeForm
+        form_class = super().get_form(request, obj, change=change, **kwargs)
+        return functools.partial(form_class, user=request.user)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        if obj is None:
+            return ["name", "environment", "kubeconfig"]
+        return ["name", "new_kubeconfig", *self.readonly_fields]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [] if obj is None else list(self.readonly_fields)
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).defer("kubeconfig_encrypted")
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return _is_maintainer(request) and super().has_module_permission(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _is_maintainer(request) and super().has_view_permission(request, obj)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return _is_maintainer(request) and super().has_add_permission(request)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _is_maintainer(request) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _is_maintainer(request) and super().has_delete_permission(request, obj)
+
+    def save_model(self, request: HttpRequest, obj: Cluster, form: Any, change: bool) -> None:
+        # The form's clean() already stored everything through the service.
+        if not change:
+            obj.pk = form.registered.pk

@@ -1,0 +1,250 @@
+"""Clusters API: register (maintainers), list and read (maintainers and auditors), test the
+connection (maintainers).
+
+Reads are not public: a cluster's server URL says where a site's GPU infrastructure lives.
+A kubeconfig goes in and never comes out: no serializer here has a field that reads it.
+Views only translate HTTP; the workflows are ``services.clusters`` calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import JSONParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
+from rest_framework.views import APIView
+
+from evidence_app.api.serializers import ErrorSerializer
+from evidence_app.auth import BearerTokenAuthentication, HasRole
+from evidence_app.models import Role
+from evidence_app.verification._json import JSONLimitError, JSONLimits, load_json
+from validators_app.crypto import KeyUnavailable
+from validators_app.kubeconfig import MAX_KUBECONFIG_BYTES
+from validators_app.models import Cluster, Environment
+from validators_app.services.clusters import (
+    ClusterRegistrationError,
+    cluster_register,
+    cluster_test_connection,
+)
+
+TAGS = ["clusters"]
+READ_ROLES = (Role.MAINTAINER, Role.AUDITOR)
+# A kubeconfig (up to MAX_KUBECONFIG_BYTES, escaped in JSON) plus a name and an environment.
+_BODY_LIMITS = JSONLimits(max_bytes=2 * MAX_KUBECONFIG_BYTES + 4096, max_depth=2, max_object_keys=8)
+
+
+class KubeconfigJSONParser(JSONParser):
+    """JSON bodies with limits sized for one kubeconfig."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        data = stream.read(_BODY_LIMITS.max_bytes + 1) if stream is not None else b""
+        try:
+            return load_json(data, what="request body", limits=_BODY_LIMITS)
+        except JSONLimitError as exc:
+            raise ParseError(str(exc)) from None
+
+
+# --- serializers ------------------------------------------------------------------------------
+
+
+class ClusterRegisterInputSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, help_text="Unique; letters, digits, . _ -")
+    kubeconfig = serializers.CharField(
+        write_only=True,
+        trim_whitespace=False,
+        max_length=MAX_KUBECONFIG_BYTES,
+        help_text="Kubeconfig YAML with embedded credentials (token, client certificate data, "
+        "or username/password); exec/auth-provider plugins and file paths are refused.",
+    )
+    environment = serializers.ChoiceField(choices=Environment.choices)
+
+
+class ClusterCreatedSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    environment = serializers.CharField()
+    server = serializers.CharField()
+
+
+class ConnectionResultSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    server_version = serializers.CharField()
+    detail = serializers.CharField()
+
+
+class LastTestSerializer(serializers.Serializer):
+    ok = serializers.BooleanField(source="last_test_ok")
+    server_version = serializers.CharField(source="last_test_server_version")
+    detail = serializers.CharField(source="last_test_detail")
+    at = serializers.DateTimeField(source="last_tested_at")
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:cluster-detail")
+    context = serializers.CharField(source="context_name")
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    last_test = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Cluster
+        # An explicit list: a new model field (the kubeconfig above all) never appears by itself.
+        fields = [
+            "id",
+            "url",
+            "name",
+            "environment",
+            "server",
+            "context",
+            "auth_kind",
+            "created_by",
+            "created_at",
+            "last_test",
+        ]
+
+    @extend_schema_field(LastTestSerializer(allow_null=True))
+    def get_last_test(self, cluster: Cluster) -> dict[str, Any] | None:
+        if cluster.last_tested_at is None:
+            return None
+        return dict(LastTestSerializer(cluster).data)
+
+
+# --- views ------------------------------------------------------------------------------------
+
+
+def _error(message: str, code: int, field: str | None = None) -> Response:
+    body: dict[str, Any] = {"detail": message}
+    if field:
+        body["field"] = field
+    return Response(body, status=code)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List clusters",
+        description="Maintainers and auditors. Never includes the kubeconfig.",
+        responses={200: ClusterSerializer(many=True), 401: ErrorSerializer, 403: ErrorSerializer},
+        tags=TAGS,
+    ),
+    retrieve=extend_schema(
+        summary="One cluster",
+        description="Maintainers and auditors: server, context, auth kind, last connection test.",
+        responses={
+            200: ClusterSerializer,
+            401: ErrorSerializer,
+            403: ErrorSerializer,
+            404: ErrorSerializer,
+        },
+        tags=TAGS,
+    ),
+)
+class ClusterViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    viewsets.GenericViewSet,
+):
+    authentication_classes = [BearerTokenAuthentication]
+    serializer_class = ClusterSerializer
+    parser_classes = [KubeconfigJSONParser]
+
+    def get_permissions(self) -> list[Any]:
+        if self.action == "create":
+            return [HasRole.of(Role.MAINTAINER)()]
+        return [HasRole.of(*READ_ROLES)()]
+
+    def get_queryset(self) -> QuerySet[Cluster]:
+        return (
+            Cluster.objects.select_related("created_by")
+            .defer("kubeconfig_encrypted")
+            .order_by("name")
+        )
+
+    @extend_schema(
+        summary="Register a cluster",
+        description=(
+            "Maintainers. The kubeconfig is checked (clear 400 naming the problem), stored "
+            "encrypted, and never shown back. `http://` servers only for `simulated` clusters "
+            "on a loopback host; `real` clusters need https with certificate verification."
+        ),
+        request=ClusterRegisterInputSerializer,
+        responses={
+            201: ClusterCreatedSerializer,
+            400: ErrorSerializer,
+            401: ErrorSerializer,
+            403: ErrorSerializer,
+            413: ErrorSerializer,
+            503: ErrorSerializer,
+        },
+        tags=TAGS,
+    )
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if length > _BODY_LIMITS.max_bytes:
+            return _error(
+                f"request body: {length} bytes is more than the {_BODY_LIMITS.max_bytes}-byte "
+                f"limit (a kubeconfig may be at most {MAX_KUBECONFIG_BYTES} bytes)",
+                status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            )
+        if not isinstance(request.data, dict):
+            return _error(
+                "The body must be a JSON object with name, kubeconfig, environment.",
+                status.HTTP_400_BAD_REQUEST,
+            )
+        serializer = ClusterRegisterInputSerializer(data=request.data)
+        if not serializer.is_valid():
+            field, problems = next(iter(serializer.errors.items()))
+            return _error(f"{field}: {problems[0]}", status.HTTP_400_BAD_REQUEST, field)
+        data = serializer.validated_data
+        try:
+            cluster = cluster_register(
+                name=data["name"],
+                kubeconfig_text=data["kubeconfig"],
+                environment=data["environment"],
+                by=request.user,
+            )
+        except ClusterRegistrationError as exc:
+            return _error(exc.message, status.HTTP_400_BAD_REQUEST, exc.field)
+        except KeyUnavailable as exc:
+            return _error(str(exc), status.HTTP_503_SERVICE_UNAVAILABLE)
+        body = ClusterCreatedSerializer(cluster).data
+        headers = {"Location": reverse("api:cluster-detail", args=[cluster.pk], request=request)}
+        return Response(body, status=status.HTTP_201_CREATED, headers=headers)
+
+
+class ClusterTestView(APIView):
+    """Ask the cluster's API server for its version, within a timeout."""
+
+    authentication_classes = [BearerTokenAuthentication]
+    permission_classes = [HasRole.of(Role.MAINTAINER)]
+
+    @extend_schema(
+        summary="Test a cluster's connection",
+        description=(
+            "Maintainers. `ok` with the server's version, or the exact failure (unreachable, "
+            "TLS, 401/403, timeout). The result is also recorded on the cluster."
+        ),
+        request=None,
+        responses={
+            200: ConnectionResultSerializer,
+            401: ErrorSerializer,
+            403: ErrorSerializer,
+            404: ErrorSerializer,
+        },
+        tags=TAGS,
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        cluster = get_object_or_404(Cluster, pk=pk)
+        result = cluster_test_connection(cluster=cluster)
+        return Response(
+            {"ok": result.ok, "server_version": result.server_version, "detail": result.detail}
+        )

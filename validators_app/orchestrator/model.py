@@ -1,0 +1,67 @@
+"""The orchestrator's public data types (the contract in docs/validation-runs.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+PHASE_ORDER: tuple[str, ...] = ("deployment", "conformance", "performance")
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    phase: str  # deployment | conformance | performance
+    name: str  # catalog entry name, e.g. "operator-health"
+    status: str  # passed | failed | skipped | other  (AICR exit-code mapping)
+    exit_code: int  # -1 when the container never terminated
+    message: str  # termination message / AICR's synthetic message, "" when none
+    duration_ms: int
+    stdout: tuple[str, ...]  # processed log lines (last 1000, 512-byte cut), as in the CTRF
+    extra: Mapping[str, str]  # the last valid ##AICR-EXTRA## object
+    job_name: str
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    run_id: str  # AICR format YYYYMMDD-HHMMSS-<16 hex>; Job names derive from it
+    recipe: Mapping[str, Any]  # the hydrated recipe (Recipe.canonical_yaml, parsed)
+    validator_catalog: Mapping[str, Any]  # parsed validators/catalog.yaml of the recipe's catalog
+    phases: tuple[str, ...] = PHASE_ORDER  # in the user's order
+    aicr_version: str = "dev"  # AICR_CLI_VERSION and image tag rules ("dev" -> :latest)
+    aicr_commit: str = ""
+    namespace: str = "aicr-validation"
+    agent_image: str = ""  # "" -> AICR's default for aicr_version
+    image_registry: str = ""  # AICR_VALIDATOR_IMAGE_REGISTRY (mirrors)
+    image_tag: str = ""  # AICR_VALIDATOR_IMAGE_TAG
+    snapshot_timeout_s: float = 300
+    snapshot_yaml: str | None = None  # resume: the snapshot an earlier attempt took
+    completed: tuple[CheckOutcome, ...] = ()  # resume: checks an earlier attempt finished
+
+
+class RunHooks(Protocol):
+    """Called on the worker thread, in order; heartbeat/cancel_requested while waiting."""
+
+    def snapshot_taken(self, snapshot_yaml: str) -> None: ...
+    def phase_started(self, phase: str) -> None: ...
+    def check_started(self, phase: str, name: str, job_name: str) -> None: ...
+    def check_finished(self, outcome: CheckOutcome) -> None: ...
+    def heartbeat(self) -> None: ...
+    def cancel_requested(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    status: str  # passed | failed | error | cancelled
+    error: str  # AICR's message when status == "error" (e.g. readiness), else ""
+    snapshot_yaml: str | None
+    phase_reports: Mapping[str, bytes] = field(default_factory=dict)  # phase -> ctrf/<phase>.json
+    merged_report: bytes | None = None  # MergeReports("aicr", ...) bytes; None on error/cancel
+    checks: tuple[CheckOutcome, ...] = ()
+
+
+@dataclass(frozen=True)
+class ConnectionResult:
+    ok: bool
+    server_version: str
+    detail: str

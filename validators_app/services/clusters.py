@@ -1,0 +1,191 @@
+"""Clusters: register one from a checked kubeconfig, test its connection, open a client to it,
+re-encrypt kubeconfigs after a key rotation.
+
+The kubeconfig is checked (``validators_app.kubeconfig``) before anything is stored, and what
+is stored is the checked, minimal kubeconfig, encrypted (``validators_app.crypto``). It is
+decrypted only inside ``cluster_api_client`` and never logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.views.decorators.debug import sensitive_variables
+
+from validators_app import crypto, kubeconfig, orchestrator
+from validators_app.models import Cluster, Environment
+
+logger = logging.getLogger(__name__)
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+NAME_RULE = "1-100 characters: letters, digits, '.', '_' or '-', starting with a letter or digit"
+MAX_DETAIL_CHARS = 2000
+
+
+class ClusterRegistrationError(ValueError):
+    """A registration was refused: ``field`` is the input at fault, the message says why."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def _check_name(name: Any, *, exclude_pk: int | None = None) -> str:
+    name = name.strip() if isinstance(name, str) else ""
+    if not NAME_PATTERN.fullmatch(name):
+        raise ClusterRegistrationError("name", f"name: {NAME_RULE}")
+    if Cluster.objects.filter(name=name).exclude(pk=exclude_pk).exists():
+        raise ClusterRegistrationError("name", f"name: a cluster named {name!r} already exists")
+    return name
+
+
+@sensitive_variables("text")
+def _check_kubeconfig(text: Any, environment: str) -> kubeconfig.CheckedKubeconfig:
+    if not isinstance(text, str | bytes):
+        raise ClusterRegistrationError("kubeconfig", "kubeconfig: must be YAML text")
+    try:
+        return kubeconfig.check_kubeconfig(text, environment=environment)
+    except kubeconfig.KubeconfigError as exc:
+        raise ClusterRegistrationError("kubeconfig", str(exc)) from None
+
+
+def registration_check(
+    *, name: Any, kubeconfig_text: Any, environment: Any
+) -> kubeconfig.CheckedKubeconfig:
+    """Everything ``cluster_register`` checks, without storing anything (for forms)."""
+    _check_name(name)
+    if environment not in Environment.values:
+        raise ClusterRegistrationError(
+            "environment", f"environment: must be one of {', '.join(Environment.values)}"
+        )
+    return _check_kubeconfig(kubeconfig_text, environment)
+
+
+@sensitive_variables("kubeconfig_text", "checked")
+def cluster_register(
+    *, name: str, kubeconfig_text: str | bytes, environment: str, by: Any = None
+) -> Cluster:
+    """Check ``kubeconfig_text`` for ``environment`` and store the cluster with it encrypted.
+    Raises ``ClusterRegistrationError`` (bad input) or ``crypto.KeyUnavailable`` (no key)."""
+    checked = registration_check(
+        name=name, kubeconfig_text=kubeconfig_text, environment=environment
+    )
+    name = name.strip()
+    info = checked.info
+    try:
+        with transaction.atomic():
+            cluster = Cluster.objects.create(
+                name=name,
+                environment=environment,
+                server=info.server,
+                context_name=info.context[:253],
+                auth_kind=info.auth_kind,
+                kubeconfig_encrypted=crypto.kubeconfig_encrypt(checked.minimal_yaml),
+                created_by=by if getattr(by, "is_authenticated", False) else None,
+            )
+    except IntegrityError:  # the same name registered between the check and the insert
+        raise ClusterRegistrationError(
+            "name", f"name: a cluster named {name!r} already exists"
+        ) from None
+    logger.info("cluster %s registered (%s, %s)", cluster.pk, environment, info.server)
+    return cluster
+
+
+def update_check(
+    *, cluster: Cluster, name: Any, kubeconfig_text: Any = None
+) -> kubeconfig.CheckedKubeconfig | None:
+    """Everything ``cluster_update`` checks, without storing anything (for forms)."""
+    _check_name(name, exclude_pk=cluster.pk)
+    if not kubeconfig_text:
+        return None
+    return _check_kubeconfig(kubeconfig_text, cluster.environment)
+
+
+@sensitive_variables("kubeconfig_text", "checked")
+def cluster_update(*, cluster: Cluster, name: str, kubeconfig_text: str | None = None) -> Cluster:
+    """Rename ``cluster`` and, with ``kubeconfig_text``, replace its kubeconfig (checked for the
+    cluster's environment, which never changes: a simulated cluster does not become real).
+    A new kubeconfig clears the last connection test, which was about the old one."""
+    checked = update_check(cluster=cluster, name=name, kubeconfig_text=kubeconfig_text)
+    fields: dict[str, Any] = {"name": name.strip(), "updated_at": timezone.now()}
+    if checked is not None:
+        fields |= {
+            "server": checked.info.server,
+            "context_name": checked.info.context[:253],
+            "auth_kind": checked.info.auth_kind,
+            "kubeconfig_encrypted": crypto.kubeconfig_encrypt(checked.minimal_yaml),
+            "last_test_ok": None,
+            "last_test_server_version": "",
+            "last_test_detail": "",
+            "last_tested_at": None,
+        }
+    try:
+        with transaction.atomic():
+            Cluster.objects.filter(pk=cluster.pk).update(**fields)
+    except IntegrityError:
+        raise ClusterRegistrationError(
+            "name", f"name: a cluster named {fields['name']!r} already exists"
+        ) from None
+    for field_name, value in fields.items():
+        setattr(cluster, field_name, value)
+    logger.info("cluster %s updated (new kubeconfig: %s)", cluster.pk, checked is not None)
+    return cluster
+
+
+@contextmanager
+@sensitive_variables("text")
+def cluster_api_client(cluster: Cluster) -> Iterator[Any]:
+    """A ``kubernetes`` ApiClient for ``cluster`` (closed after the block). The stored
+    kubeconfig is checked again: rules may have tightened since it was registered. Raises
+    ``crypto.KeyUnavailable`` or ``kubeconfig.KubeconfigError``."""
+    text = crypto.kubeconfig_decrypt(cluster.kubeconfig_encrypted)
+    with kubeconfig.api_client(text, environment=cluster.environment) as api:
+        yield api
+
+
+def cluster_test_connection(
+    *, cluster: Cluster, timeout_s: float | None = None
+) -> orchestrator.ConnectionResult:
+    """Ask the cluster for its version within ``timeout_s`` (default
+    ``CLUSTER_TEST_TIMEOUT_SECONDS``) and record the answer on it."""
+    timeout = settings.CLUSTER_TEST_TIMEOUT_SECONDS if timeout_s is None else timeout_s
+    try:
+        with cluster_api_client(cluster) as api:
+            result = orchestrator.test_connection(api, timeout_s=timeout)
+    except (crypto.KeyUnavailable, kubeconfig.KubeconfigError) as exc:
+        result = orchestrator.ConnectionResult(ok=False, server_version="", detail=str(exc))
+    tested_at = timezone.now()
+    fields = {
+        "last_test_ok": result.ok,
+        "last_test_server_version": result.server_version[:100],
+        "last_test_detail": result.detail[:MAX_DETAIL_CHARS],
+        "last_tested_at": tested_at,
+    }
+    # update(), not save(): a concurrent edit of other fields must not be overwritten.
+    Cluster.objects.filter(pk=cluster.pk).update(**fields)
+    for field_name, value in fields.items():
+        setattr(cluster, field_name, value)
+    logger.info("cluster %s connection test: ok=%s", cluster.pk, result.ok)
+    return result
+
+
+def clusters_reencrypt() -> int:
+    """Re-encrypt every kubeconfig under the first configured key; all or nothing."""
+    count = 0
+    with transaction.atomic():
+        # Row locks: a registration or edit running now must not be overwritten by a value
+        # read before it.
+        for cluster in Cluster.objects.select_for_update().only("pk", "kubeconfig_encrypted"):
+            Cluster.objects.filter(pk=cluster.pk).update(
+                kubeconfig_encrypted=crypto.kubeconfig_reencrypt(cluster.kubeconfig_encrypted)
+            )
+            count += 1
+    return count

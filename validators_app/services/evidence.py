@@ -1,0 +1,162 @@
+"""A finished validation run becomes signed AICR evidence, counted like any upload.
+
+``publish_run(run)`` turns a ``passed`` or ``failed`` run into the bundle ``aicr validate
+--emit-attestation`` writes (``evidence_app.attestation``: recipe.yaml, the redacted snapshot
+and per-phase CTRF, the synthesized BOM, manifest, statement), signs the statement with the
+site's key (``services.site_key``), or keyless through Sigstore when an identity token is
+configured (``services.keyless``), and sends the tarball through the same verify-before-count
+ingest as an upload (channel ``run``). Evidence from a simulated cluster is stored with
+``is_simulated`` and never counts. Runs that ended ``error`` or ``cancelled`` publish nothing,
+as AICR writes no CTRF for them.
+
+Idempotent: the bytes are a function of the run (BOM serial derived from the run ID, attested
+at the run's finish, RFC 6979 signature), so publishing a run twice finds the same evidence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from evidence_app.attestation import (
+    BundleError,
+    BundleInput,
+    RecipeInput,
+    build_summary_bundle,
+    sign_statement,
+    summary_tarball,
+)
+from evidence_app.attestation.snapshot import SnapshotError, parse_snapshot
+from evidence_app.models import Evidence
+from evidence_app.services.ingest import evidence_ingest
+from validators_app.models import RunStatus, ValidationRun
+from validators_app.orchestrator import resolve_image
+from validators_app.services.keyless import KeylessSigningError, identity_token, keyless_sign
+from validators_app.services.runs import validator_catalog
+from validators_app.services.site_key import (
+    SiteKeyUnavailable,
+    site_private_key,
+    site_signing_key_ensure,
+)
+
+CHANNEL = "run"
+PUBLISHED_STATUSES = (RunStatus.PASSED, RunStatus.FAILED)
+
+
+class PublishError(RuntimeError):
+    """The run could not become evidence; the message says why (shown on the run)."""
+
+
+def validator_images(catalog: dict[str, Any], *, aicr_version: str) -> list[str]:
+    """Every catalog image once, in catalog order, resolved as the run's Jobs used them."""
+    images = []
+    for entry in catalog.get("validators") or []:
+        image = entry.get("image") if isinstance(entry, dict) else None
+        if isinstance(image, str) and image:
+            images.append(
+                resolve_image(
+                    image,
+                    aicr_version=aicr_version,
+                    image_registry=settings.VALIDATION_IMAGE_REGISTRY,
+                    image_tag=settings.VALIDATION_IMAGE_TAG,
+                )
+            )
+    return list(dict.fromkeys(images))
+
+
+def _bom_serial(run: ValidationRun) -> str:
+    # AICR draws a random UUID per bundle; one derived from the run ID keeps publishing
+    # idempotent (the same run always gives the same bytes).
+    digest = hashlib.sha256(f"aicr-run-bom/{run.aicr_run_id}".encode()).digest()
+    return f"urn:uuid:{uuid.UUID(bytes=digest[:16], version=4)}"
+
+
+def bundle_input(run: ValidationRun) -> BundleInput:
+    """What the bundle of ``run`` is built from; ``PublishError`` when something is missing."""
+    recipe = run.recipe
+    if recipe.profile:
+        raise PublishError(
+            f"recipe {recipe.name} carries a configuration profile: its evidence needs AICR's "
+            "recipe-evidence v2 predicate (profile policy descriptor), which this site does not "
+            "write yet"
+        )
+    reports = run.phase_report_bytes()
+    ordered = {phase: reports[phase] for phase in run.phases if phase in reports}
+    ordered.update({p: r for p, r in reports.items() if p not in ordered})
+    if not ordered:
+        raise PublishError("the run has no CTRF reports to publish")
+    if not run.snapshot_yaml:
+        raise PublishError("the run has no snapshot to publish")
+    try:
+        snapshot = parse_snapshot(run.snapshot_yaml)
+    except SnapshotError as exc:
+        raise PublishError(str(exc)) from None
+    catalog = validator_catalog(recipe)
+    metadata = catalog.get("metadata") if isinstance(catalog.get("metadata"), dict) else {}
+    return BundleInput(
+        recipe=RecipeInput.of(recipe),
+        snapshot=snapshot,
+        phase_reports=ordered,
+        aicr_version=run.aicr_version,
+        validator_catalog_version=recipe.catalog.validator_catalog_version
+        or str(metadata.get("version") or ""),
+        validator_images=validator_images(catalog, aicr_version=run.aicr_version),
+        attested_at=run.finished_at or timezone.now(),
+        bom_serial=_bom_serial(run),
+    )
+
+
+def _sign(statement: bytes) -> bytes:
+    """Keyless when an identity token is configured (``services.keyless``), else the site key.
+
+    A keyless failure is reported, never silently replaced by the site key: the operator
+    configured keyless signing and would otherwise publish evidence of another kind.
+    """
+    try:
+        token = identity_token()
+        if token:
+            return keyless_sign(statement, token=token)
+        key = site_private_key()
+        site_signing_key_ensure(key)
+    except (SiteKeyUnavailable, KeylessSigningError) as exc:
+        raise PublishError(str(exc)) from None
+    return sign_statement(statement, key)
+
+
+def run_bundle(run: ValidationRun) -> bytes:
+    """The signed ``summary-bundle`` tarball of ``run``."""
+    try:
+        bundle = build_summary_bundle(bundle_input(run))
+    except BundleError as exc:
+        raise PublishError(str(exc)) from None
+    return summary_tarball(bundle.files, _sign(bundle.statement))
+
+
+def publish_run(run: ValidationRun) -> Evidence | None:
+    """The evidence of a passed or failed run (None for any other status).
+
+    Raises ``PublishError`` with the reason when the bundle cannot be built or signed (no or
+    a revoked site key, a keyless failure), or the ingest refuses it, naming the step (e.g.
+    ``signature`` when the keyless instance's root is not trusted here).
+    """
+    if run.status not in PUBLISHED_STATUSES:
+        return None
+    data = run_bundle(run)
+    result = evidence_ingest(
+        data=data,
+        artifact=None,
+        filename=f"run-{run.aicr_run_id}.tar.gz",
+        user=run.created_by,
+        channel=CHANNEL,
+        is_simulated=run.cluster.is_simulated,
+    )
+    if not result.ok or result.evidence is None:
+        raise PublishError(
+            f"the ingest refused the run's bundle at step {result.failed_step or '?'}: "
+            f"{result.reason}"
+        )
+    return result.evidence

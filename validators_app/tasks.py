@@ -1,0 +1,33 @@
+"""Celery tasks of the validators app (queue ``validation``): thin, idempotent, ids only.
+
+``run_execute`` is safe to deliver twice: the claim (a conditional UPDATE in
+``services.runs.run_claim``) lets one worker in; a second delivery finds the run taken (or
+finished) and returns. ``acks_late``: a worker killed mid-run leaves its message to be
+redelivered, and the beat reaper re-enqueues runs whose heartbeat stopped anyway.
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.conf import settings
+
+from validators_app.services import runs
+
+
+@shared_task(
+    name="validators_app.tasks.run_execute",
+    acks_late=True,
+    soft_time_limit=settings.VALIDATION_RUN_TIME_LIMIT_SECONDS,
+    time_limit=settings.VALIDATION_RUN_TIME_LIMIT_SECONDS + 120,
+)
+def run_execute(run_id: int) -> str | None:
+    """Run validation run ``run_id`` to its end on this worker; its final status, or None when
+    another worker holds it (or it is gone or finished)."""
+    run = runs.run_execute(run_id=run_id)
+    return run.status if run is not None else None
+
+
+@shared_task(name="validators_app.tasks.runs_reap", acks_late=True)
+def runs_reap() -> int:
+    """Beat, every VALIDATION_REAP_INTERVAL_SECONDS: re-enqueue runs whose worker died."""
+    return len(runs.runs_reap())
