@@ -389,8 +389,7 @@ class _Run:
                 outcome = done.get((phase, entry.name))
                 if outcome is None:
                     self._check_cancel()
-                    outcome = self._run_check(entry)
-                    self._hook("check_finished", outcome)
+                    outcome = self._run_check(entry)  # reports check_finished itself
                 outcomes.append(outcome)
                 self.checks.append(outcome)
             report = build_phase_report(
@@ -435,7 +434,9 @@ class _Run:
                 self.kube.apply(f"apply job {name}", path, body)
             except KubeError as exc:
                 verdict = extract.Verdict(-1, f"failed to deploy Job: {exc}")
-                return extract.outcome(entry.phase, entry.name, name, verdict, b"")
+                outcome = extract.outcome(entry.phase, entry.name, name, verdict, b"")
+                self._hook("check_finished", outcome)
+                return outcome
         try:
             try:
                 job = self._wait_job(name, entry.deadline_s + WAIT_BUFFER_S)
@@ -451,6 +452,10 @@ class _Run:
         except Exception:
             self._delete_job(name)  # the Job in flight goes with the run
             raise
+        # The result is recorded before its Job is deleted: a worker killed in between leaves a
+        # recorded check (the Job's deletion is then only tidying up), never a lost result that
+        # a resuming worker would have to run again.
+        self._hook("check_finished", outcome)
         # Not in a ``finally``: when a hook raises (the run's claim moved to another worker),
         # nothing is deleted, so the new worker adopts this Job by its deterministic name.
         self._delete_job(name)
