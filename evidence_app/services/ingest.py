@@ -17,8 +17,14 @@ Verdicts: ``verified``; ``invalid`` (malformed, bad signature, tampered files);
 not AICR recipe evidence, unknown recipe, unsigned, too large). Only a verified upload writes
 rows (Signer, SignerClassChange, Evidence); every upload writes one ``UploadLog``.
 
-Content addressing: one Evidence per sha256 of the uploaded bytes (a unique constraint); the
-same bytes again answer 200 with the existing record, also when two uploads race.
+Identity: one Evidence per signed statement and signer — ``(signer, payload_sha256)``, the
+sha256 of the verified DSSE payload (the in-toto statement bytes) and the verified signer
+(``Signer.source_id``: sha256 of the certificate's issuer and identity, or of the registered
+key's fingerprint), a unique constraint. Whatever wrapper carries the statement (bundle JSON
+formatting, tarball compression or tar layout, with or without the artifact, an OCI copy, a new
+certificate for the same identity), an upload of a known statement answers 200 with the
+existing record — a withdrawn one included, which stays withdrawn and says so — also when two
+uploads race. The uploaded bytes' sha256 stays unique too: the same bytes are the same record.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Subquery
+from django.db.models import Q, Subquery
 from django.utils import timezone
 
 from evidence_app.models import (
@@ -594,8 +600,10 @@ def evidence_ingest(
     transcript.ok_step("bind", bind_detail)
     transcript.ok_step("classify", decision.detail)
 
+    assert outcome.payload is not None  # a statement was parsed from it
     evidence_fields = {
         "sha256": sha256,
+        "payload_sha256": hashlib.sha256(outcome.payload).hexdigest(),
         "content": data,
         "size": len(data),
         "container": Container.OCI
@@ -634,8 +642,22 @@ def evidence_ingest(
     return _store(evidence_fields, decision=decision, allowlist_row=allowlist_row, common=common)
 
 
-def _existing(sha256: str) -> Evidence | None:
-    return Evidence.objects.filter(sha256=sha256).select_related("signer").first()
+def _existing(fields: dict[str, Any], decision: SignerDecision) -> Evidence | None:
+    """The record of this statement by this signer, or of these exact bytes (the lookup
+    before storing)."""
+    return _known(fields, decision)
+
+
+def _known(fields: dict[str, Any], decision: SignerDecision) -> Evidence | None:
+    same_statement = Q(
+        signer__source_id=decision.source_id, payload_sha256=fields["payload_sha256"]
+    )
+    return (
+        Evidence.objects.filter(same_statement | Q(sha256=fields["sha256"]))
+        .select_related("signer")
+        .order_by("pk")
+        .first()
+    )
 
 
 def _store(
@@ -647,9 +669,10 @@ def _store(
 ) -> IngestResult:
     """One transaction: signer, ``Evidence`` and ``UploadLog`` rows, or none of them.
 
-    Race: the same bytes uploaded twice at once. Both see no record; the unique sha256
-    decides at the loser's insert, whose whole transaction (signer included) rolls back. It
-    then answers with the winner's record in a second transaction (no savepoint per upload).
+    Race: the same statement (in any wrapper) uploaded twice at once. Both see no record; the
+    unique ``(signer, payload_sha256)`` (or ``sha256``) decides at the loser's insert, whose
+    whole transaction (signer included) rolls back. It then answers with the winner's record in
+    a second transaction (no savepoint per upload).
     """
     try:
         with transaction.atomic():
@@ -658,9 +681,7 @@ def _store(
             )
     except IntegrityError:
         with transaction.atomic():
-            evidence = (
-                Evidence.objects.filter(sha256=fields["sha256"]).select_related("signer").first()
-            )
+            evidence = _known(fields, decision)
             if evidence is None:
                 raise
             return _stored(evidence, created=False, fields=fields, decision=decision, common=common)
@@ -673,7 +694,7 @@ def _store_once(
     allowlist_row: Allowlist | None,
     common: dict[str, Any],
 ) -> IngestResult:
-    evidence = _existing(fields["sha256"])
+    evidence = _existing(fields, decision)
     if evidence is not None:
         return _stored(evidence, created=False, fields=fields, decision=decision, common=common)
     signer = signers.signer_upsert(decision, allowlist_row=allowlist_row)
@@ -704,11 +725,29 @@ def _stored(
         failed_step="",
         signer=summary,
         transcript=fields["transcript"],
-        reason="" if created else f"already known: evidence #{evidence.pk} has these exact bytes",
+        reason="" if created else _known_reason(evidence, fields),
         http_status=STATUS_CREATED if created else STATUS_EXISTING,
     )
     _log(result=result, **common)
     return result
+
+
+def _known_reason(evidence: Evidence, fields: dict[str, Any]) -> str:
+    """Why an upload answered with an existing record (and that a withdrawal still holds)."""
+    if evidence.sha256 == fields["sha256"]:
+        what = "has these exact bytes"
+    else:
+        what = (
+            "is this signed statement by this signer (payload sha256:"
+            f"{fields['payload_sha256'][:12]}…), uploaded in another wrapper"
+        )
+    reason = f"already known: evidence #{evidence.pk} {what}; nothing new was stored"
+    if evidence.withdrawn_at is not None:
+        reason += (
+            f"; it was withdrawn on {evidence.withdrawn_at:%Y-%m-%d %H:%M} UTC "
+            f"({evidence.withdrawal_reason}) and stays withdrawn: not counted"
+        )
+    return reason
 
 
 # Room for the multipart framing and the other form fields around the file(s).

@@ -210,3 +210,22 @@ def verify_evidence(
             + ", ".join(sorted(summary.ctrf)),
         )
     return report
+
+
+def signed_payload(data: bytes) -> bytes | None:
+    """The DSSE payload ``data`` carries (a bundle, or an evidence directory's attestation),
+    parsed but not verified; ``None`` when there is none.
+
+    For bytes that were verified before (stored evidence), this is the verified statement:
+    migration 0005 reads stored records' identity with it.
+    """
+    try:
+        if is_archive(data):
+            bundle_bytes = open_summary_bundle(data).signed_bundle
+            if bundle_bytes is None:
+                return None
+        else:
+            bundle_bytes = data
+        return parse_bundle(bundle_bytes).payload
+    except (BundleError, SummaryBundleError):
+        return None
