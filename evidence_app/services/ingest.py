@@ -63,6 +63,7 @@ from evidence_app.verification import (
     SummaryBundle,
     commands_for,
 )
+from evidence_app.verification._json import storable, unstorable_text
 from evidence_app.verification.pipeline import VerificationReport, verify_evidence
 from evidence_app.verification.signature import EXTRA_POLICY_NAMES
 from evidence_app.verification.trust import TrustRoot as LoadedRoot
@@ -470,15 +471,17 @@ def _log(
 ) -> UploadLog:
     log = upload or UploadLog(user=user if _is_user(user) else None, channel=channel)
     log.state = UploadState.DONE
-    log.oci_ref = oci_ref or log.oci_ref
+    # What a refused upload carried may be text no column can hold (a NUL, a lone surrogate,
+    # echoed in a reason or a signer's identity): the log keeps it escaped.
+    log.oci_ref = storable(oci_ref) or log.oci_ref
     log.sha256 = sha256
     log.size = size
-    log.filename = filename[:255]
+    log.filename = storable(filename)[:255]
     log.verdict = result.verdict
     log.failed_step = result.failed_step
-    log.reason = result.reason[:MAX_REASON]
-    log.transcript = result.transcript
-    log.signer = result.signer
+    log.reason = storable(result.reason)[:MAX_REASON]
+    log.transcript = storable(result.transcript)
+    log.signer = storable(result.signer)
     log.created = result.created if result.ok else None
     log.http_status = result.http_status
     log.completed_at = timezone.now()
@@ -542,6 +545,16 @@ def evidence_ingest(
         "filename": filename or "",
         "oci_ref": oci_ref,
     }
+    unstorable_name = unstorable_text(filename or "", what="filename")
+    if unstorable_name is not None:
+        result = _failure(
+            [{"step": "parse", "ok": False, "detail": unstorable_name}],
+            verdict=Verdict.REJECTED,
+            step="parse",
+            reason=unstorable_name,
+        )
+        _log(result=result, **common)
+        return result
     limit = max_upload_bytes()
     for what, blob in (("upload", data), ("artifact", artifact)):
         if blob is not None and len(blob) > limit:
@@ -585,6 +598,22 @@ def evidence_ingest(
     assert outcome is not None
     assert outcome.signer is not None
     assert decision is not None
+    # The statement and CTRF reports were checked as they were parsed; the certificate's claims
+    # (a private CA may write anything into them) are checked here, before any row is written.
+    unstorable_signer = unstorable_text(decision.summary(), what="signer") or unstorable_text(
+        dict(outcome.signer.claims), what="signer certificate claims"
+    )
+    if unstorable_signer is not None:
+        transcript.fail("classify", unstorable_signer)
+        result = _failure(
+            transcript.to_list(),
+            verdict=Verdict.REJECTED,
+            step="classify",
+            reason=unstorable_signer,
+            signer=signer_summary,
+        )
+        _log(result=result, **common)
+        return result
     recipe, bind_detail = _bind(statement)
     if recipe is None:
         transcript.fail("bind", bind_detail)
@@ -600,10 +629,9 @@ def evidence_ingest(
     transcript.ok_step("bind", bind_detail)
     transcript.ok_step("classify", decision.detail)
 
-    assert outcome.payload is not None  # a statement was parsed from it
     evidence_fields = {
         "sha256": sha256,
-        "payload_sha256": hashlib.sha256(outcome.payload).hexdigest(),
+        "payload_sha256": statement.statement_sha256,
         "content": data,
         "size": len(data),
         "container": Container.OCI
