@@ -188,7 +188,8 @@ class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             '"registry/repo@sha256:…"}`, pulled by a worker (202, then poll `status_url`). '
             "201: verified and stored; 200: this signed statement by this signer is already stored "
             "(in any wrapper; `withdrawn` says whether that record is withdrawn); 422: refused "
-            "(`verdict`, `failed_step`, `reason`, `transcript`); 413: too large. Needs a "
+            "(`verdict`, `failed_step`, `reason`, `transcript`); 503 with `Retry-After`: the "
+            "database could not take it now, nothing was stored; 413: too large. Needs a "
             "contributor or maintainer token."
         ),
         request={
@@ -204,6 +205,7 @@ class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             413: IngestResultSerializer,
             415: ErrorSerializer,
             422: IngestResultSerializer,
+            503: IngestResultSerializer,
         },
         tags=TAGS,
     )
@@ -251,7 +253,8 @@ class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             user=request.user,
             channel="api",
         )
-        return Response(_result_body(result, request), status=result.http_status)
+        headers = {"Retry-After": str(result.retry_after)} if result.unavailable else None
+        return Response(_result_body(result, request), status=result.http_status, headers=headers)
 
 
 class EvidenceBundleView(APIView):

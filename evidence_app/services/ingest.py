@@ -33,13 +33,14 @@ import hashlib
 import logging
 import re
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 from django.db.models import Q, Subquery
 from django.utils import timezone
 
@@ -76,6 +77,11 @@ STATUS_CREATED = 201
 STATUS_EXISTING = 200
 STATUS_REFUSED = 422
 STATUS_TOO_LARGE = 413
+STATUS_UNAVAILABLE = 503
+# How long a client should wait before retrying an upload the database could not take.
+RETRY_AFTER_SECONDS = 5
+# Writing the upload log of such an upload: tries, and the pause before each retry.
+LOG_WRITE_PAUSES = (0.0, 0.25, 1.0)
 BUNDLE_FILE = "evidence.sigstore.json"
 MAX_REASON = 1000
 
@@ -97,10 +103,16 @@ class IngestResult:
     reason: str
     http_status: int
     upload: UploadLog | None = None
+    retry_after: int | None = None  # seconds: the database could not take it now; retry
 
     @property
     def ok(self) -> bool:
         return self.verdict == Verdict.VERIFIED
+
+    @property
+    def unavailable(self) -> bool:
+        """Nothing was decided: a database write failed (e.g. SQLite busy); retry later."""
+        return self.retry_after is not None
 
 
 @dataclass(frozen=True)
@@ -533,8 +545,51 @@ def evidence_ingest(
     ``upload``: an existing (OCI) ``UploadLog`` row to complete instead of writing a new one.
     ``is_simulated``: evidence from a simulated cluster (labelled, never counted).
     ``is_demo``: demo data; evidence signed by a demo key is demo data anyway.
+
+    A database error that survives the driver's own waiting (SQLite "database is locked" after
+    the busy timeout, a PostgreSQL lock timeout or lost connection) is no verdict: the result
+    is ``unavailable`` with ``retry_after``, nothing is stored, and the upload log records it.
     """
     data = bytes(data)
+    try:
+        return _ingest(
+            data=data,
+            artifact=artifact,
+            filename=filename,
+            user=user,
+            channel=channel,
+            oci_ref=oci_ref,
+            upload=upload,
+            is_simulated=is_simulated,
+            is_demo=is_demo,
+        )
+    except OperationalError as exc:
+        if connection.in_atomic_block:
+            raise  # the caller's transaction is broken: only the caller can recover
+        return _unavailable(
+            exc,
+            upload=upload,
+            user=user,
+            channel=channel,
+            sha256=hashlib.sha256(data).hexdigest(),
+            size=len(data),
+            filename=filename or "",
+            oci_ref=oci_ref,
+        )
+
+
+def _ingest(
+    *,
+    data: bytes,
+    artifact: bytes | None,
+    filename: str,
+    user: Any,
+    channel: str,
+    oci_ref: str,
+    upload: UploadLog | None,
+    is_simulated: bool,
+    is_demo: bool,
+) -> IngestResult:
     sha256 = hashlib.sha256(data).hexdigest()
     common = {
         "upload": upload,
@@ -776,6 +831,50 @@ def _known_reason(evidence: Evidence, fields: dict[str, Any]) -> str:
             f"({evidence.withdrawal_reason}) and stays withdrawn: not counted"
         )
     return reason
+
+
+def _unavailable(exc: OperationalError, **common: Any) -> IngestResult:
+    """The answer to an upload the database could not take, with its upload-log row (retried:
+    the same contention may hold for a moment); a log that cannot be written is logged."""
+    problem = " ".join(str(exc).split())[:200] or type(exc).__name__
+    reason = (
+        f"the database could not store this upload now ({problem}); nothing was stored: "
+        f"retry in {RETRY_AFTER_SECONDS} seconds"
+    )
+    logger.warning("upload not stored: %s", problem)
+    result = IngestResult(
+        evidence=None,
+        created=False,
+        verdict="",
+        failed_step="store",
+        signer={},
+        transcript=[{"step": "store", "ok": False, "detail": reason}],
+        reason=reason,
+        http_status=STATUS_UNAVAILABLE,
+        retry_after=RETRY_AFTER_SECONDS,
+    )
+    upload = common.pop("upload")
+    failure = ""
+    for pause in LOG_WRITE_PAUSES:
+        time.sleep(pause)
+        try:
+            # A row read earlier (OCI) may hold state the failed transaction rolled back.
+            log = UploadLog.objects.get(pk=upload.pk) if upload is not None else None
+            _log(upload=log, result=result, **common)
+            return result
+        except OperationalError as again:
+            failure = " ".join(str(again).split())[:200]
+    logger.error(
+        "upload log NOT written after %d tries (%s); the refused upload was: channel=%s "
+        "sha256=%s size=%s: %s",
+        len(LOG_WRITE_PAUSES),
+        failure,
+        common["channel"],
+        common["sha256"],
+        common["size"],
+        reason,
+    )
+    return result
 
 
 # Room for the multipart framing and the other form fields around the file(s).
