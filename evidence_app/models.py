@@ -128,6 +128,29 @@ class Allowlist(models.Model):
         return f"allowlist #{self.pk} ({self.created_at:%Y-%m-%d %H:%M})"
 
 
+class AcceptedIssuer(models.Model):
+    """An OIDC issuer a maintainer accepts for keyless signatures, beyond the settings' list,
+    the allowlist's issuers and private roots' issuers (e.g. a GitHub Enterprise Server's
+    ``https://token.actions.githubusercontent.com/<enterprise>``).
+
+    A valid signature from an issuer accepted nowhere is reported (never counted); once its
+    issuer is accepted, its signer is classified by the allowlist like any other.
+    """
+
+    issuer = models.CharField(max_length=1000, unique=True, help_text="The exact issuer URL.")
+    note = models.CharField(max_length=500, blank=True, help_text="Why it is accepted.")
+    added_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    added_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["issuer"]
+
+    def __str__(self) -> str:
+        return self.issuer
+
+
 class SignerKind(models.TextChoices):
     KEYLESS = "keyless", "Keyless (Sigstore certificate)"
     KEY = "key", "Key-signed"

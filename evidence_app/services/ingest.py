@@ -45,6 +45,7 @@ from django.db.models import Q, Subquery
 from django.utils import timezone
 
 from evidence_app.models import (
+    AcceptedIssuer,
     Allowlist,
     Container,
     Evidence,
@@ -135,7 +136,7 @@ class PolicySnapshot:
 
     version: tuple[Any, ...] | None
     trusted_roots: list[LoadedRoot]
-    root_issuers: list[str]
+    root_issuers: list[str]  # enabled roots' issuers, then the maintainers' accepted issuers
     public_keys: Mapping[str, str]
     keys: Mapping[int, SigningKey]
     allowlist_row: Allowlist | None
@@ -150,9 +151,9 @@ def _version_sql() -> str:
     """One statement: a digest of everything the policy is built from (PostgreSQL).
 
     Enabled trust roots (name, production flag, JSON and issuers), active keys (every column
-    the verifier or the classification reads) and the allowlist in force (pk and body): any
-    add, edit, enable/disable, revoke or publish changes it, so it is picked up on the very
-    next upload, in this process or any other.
+    the verifier or the classification reads), the allowlist in force (pk and body) and the
+    accepted issuers: any add, edit, enable/disable, revoke or publish changes it, so it is
+    picked up on the very next upload, in this process or any other.
     """
 
     def col(model: Any, name: str) -> str:
@@ -161,7 +162,7 @@ def _version_sql() -> str:
     def table(model: Any) -> str:
         return connection.ops.quote_name(model._meta.db_table)
 
-    r, k, a = TrustRoot, SigningKey, Allowlist
+    r, k, a, i = TrustRoot, SigningKey, Allowlist, AcceptedIssuer
     roots = ", ".join(
         [
             f"{col(r, 'id')}",
@@ -190,7 +191,9 @@ def _version_sql() -> str:
         f"ORDER BY {col(k, 'id')}), '')) FROM {table(k)} "
         f"WHERE {col(k, 'revoked_at')} IS NULL), "
         f"(SELECT concat_ws(':', {col(a, 'id')}, md5({col(a, 'body')})) FROM {table(a)} "
-        f"ORDER BY {col(a, 'created_at')} DESC, {col(a, 'id')} DESC LIMIT 1)"
+        f"ORDER BY {col(a, 'created_at')} DESC, {col(a, 'id')} DESC LIMIT 1), "
+        f"(SELECT md5(coalesce(string_agg({col(i, 'issuer')}, ',' ORDER BY {col(i, 'issuer')}), "
+        f"'')) FROM {table(i)})"
     )
 
 
@@ -210,7 +213,8 @@ def _policy_load(version: tuple[Any, ...] | None) -> PolicySnapshot:
     return PolicySnapshot(
         version=version,
         trusted_roots=trust_roots.roots_load(roots),
-        root_issuers=trust_roots.issuers_of(row.accepted_issuers for row in roots),
+        root_issuers=trust_roots.issuers_of(row.accepted_issuers for row in roots)
+        + signers.maintainer_issuers(),
         public_keys={str(pk): key.public_key_pem for pk, key in active.items()},
         keys=active,
         allowlist_row=allowlist_row,
@@ -286,6 +290,8 @@ def _verify(
         extra_policies=policy.extra_policies or None,
         public_keys=policy.public_keys,
         artifact=artifact,
+        # A good signature from an issuer the site does not accept is reported, not refused.
+        report_unlisted_issuers=True,
     )
 
 

@@ -98,9 +98,12 @@ def verify_evidence(
     allow_artifact_subject: bool = False,
     artifact: bytes | None = None,
     now: datetime | None = None,
+    report_unlisted_issuers: bool = False,
 ) -> VerificationReport:
     """Verify ``data``; ``artifact``: the signed file, for a message signature (and checked
-    against a DSSE statement's subject). ``now``: the clock ``attestedAt`` is checked against."""
+    against a DSSE statement's subject). ``now``: the clock ``attestedAt`` is checked against.
+    ``report_unlisted_issuers``: a keyless signature by an issuer not in ``issuer`` passes,
+    flagged (``outcome.signer.issuer_listed``), instead of failing."""
     transcript = Transcript()
     tarball = is_archive(data)
     report = VerificationReport(transcript=transcript, kind="tarball" if tarball else "bundle")
@@ -159,6 +162,7 @@ def verify_evidence(
             extra_policies=extra_policies or None,
             public_keys=public_keys,
             artifact=artifact,
+            report_unlisted_issuers=report_unlisted_issuers,
         )
     except ValueError as exc:
         # Only configuration can cause this (no enabled trusted root, no accepted issuer).
