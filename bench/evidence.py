@@ -414,13 +414,19 @@ STAGES = (  # (file, function, label): evidence_ingest's stages, in order
     ("evidence_app/services/ingest.py", "_bind", "bind: recipe by digest (queries)"),
     ("evidence_app/services/ingest.py", "_store", "store: transaction + rows + UploadLog"),
     ("evidence_app/services/signers.py", "signer_upsert", "  of which signer upsert"),
+    ("evidence_app/services/ingest.py", "_existing", "  of which known-statement lookup"),
     ("evidence_app/services/ingest.py", "_log", "  of which UploadLog row"),
+    ("django/db/backends/base/base.py", "commit", "  of which COMMIT"),
+    ("evidence_app/services/ingest.py", "_commands", "verify commands"),
+    ("evidence_app/services/ingest.py", "check_results_from", "check results"),
     ("django/db/backends/utils.py", "execute", "all SQL round trips (CursorWrapper.execute)"),
 )
 
 
 def _print_profile(profiler: cProfile.Profile, bundles: int) -> None:
     out = io.StringIO()
+    if os.environ.get("BENCH_PROFILE_OUT"):  # the raw profile, for pstats / snakeviz
+        profiler.dump_stats(os.environ["BENCH_PROFILE_OUT"])
     stats = pstats.Stats(profiler, stream=out)
     raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
 

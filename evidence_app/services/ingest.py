@@ -41,7 +41,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, OperationalError, connection, transaction
-from django.db.models import Q, Subquery
+from django.db.models import Count, Max, OuterRef, Subquery
 from django.utils import timezone
 
 from evidence_app.models import (
@@ -145,15 +145,17 @@ class PolicySnapshot:
 
 _snapshot_cache: dict[tuple[Any, ...], PolicySnapshot] = {}
 _snapshot_lock = threading.Lock()
+_index_cache: dict[tuple[Any, ...], CatalogIndex] = {}
 
 
 def _version_sql() -> str:
     """One statement: a digest of everything the policy is built from (PostgreSQL).
 
     Enabled trust roots (name, production flag, JSON and issuers), active keys (every column
-    the verifier or the classification reads), the allowlist in force (pk and body) and the
-    accepted issuers: any add, edit, enable/disable, revoke or publish changes it, so it is
-    picked up on the very next upload, in this process or any other.
+    the verifier or the classification reads), the allowlist in force (pk and body), the
+    accepted issuers, and the catalog versions (for ``_bind``'s cache): any add, edit,
+    enable/disable, revoke, publish or import changes it, so it is picked up on the very next
+    upload, in this process or any other.
     """
 
     def col(model: Any, name: str) -> str:
@@ -162,7 +164,7 @@ def _version_sql() -> str:
     def table(model: Any) -> str:
         return connection.ops.quote_name(model._meta.db_table)
 
-    r, k, a, i = TrustRoot, SigningKey, Allowlist, AcceptedIssuer
+    r, k, a, i, c = TrustRoot, SigningKey, Allowlist, AcceptedIssuer, Catalog
     roots = ", ".join(
         [
             f"{col(r, 'id')}",
@@ -193,7 +195,10 @@ def _version_sql() -> str:
         f"(SELECT concat_ws(':', {col(a, 'id')}, md5({col(a, 'body')})) FROM {table(a)} "
         f"ORDER BY {col(a, 'created_at')} DESC, {col(a, 'id')} DESC LIMIT 1), "
         f"(SELECT md5(coalesce(string_agg({col(i, 'issuer')}, ',' ORDER BY {col(i, 'issuer')}), "
-        f"'')) FROM {table(i)})"
+        f"'')) FROM {table(i)}), "
+        # Catalog versions are imported whole and never edited: their count and newest id
+        # change with any import or removal (the bind cache's key).
+        f"(SELECT concat_ws(':', count(*), max({col(c, 'id')})) FROM {table(c)})"
     )
 
 
@@ -246,6 +251,7 @@ def policy_snapshot() -> PolicySnapshot:
 def policy_cache_clear() -> None:
     with _snapshot_lock:
         _snapshot_cache.clear()
+        _index_cache.clear()
 
 
 def policy_current(
@@ -322,17 +328,59 @@ def _verdict_of_failure(report: VerificationReport) -> str:
 # --- bind --------------------------------------------------------------------------------
 
 
-def _bind(statement: AicrStatement) -> tuple[Recipe | None, str]:
+@dataclass(frozen=True)
+class CatalogIndex:
+    """What bind reads: every catalog version's recipes by digest (newest catalog first) and
+    the current catalog's by name; ids, names and digests only. Shared, read only."""
+
+    current_pk: int | None
+    by_digest: Mapping[str, tuple[Recipe, ...]]
+    current_by_name: Mapping[str, Recipe]
+
+
+def _catalog_version(policy_version: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    """Catalog versions are imported whole and never edited: their count and newest id change
+    with any import or removal. PostgreSQL reads them in the policy version's statement."""
+    if policy_version is not None:
+        return (policy_version[0], policy_version[1], policy_version[-1])
+    found = Catalog.objects.aggregate(n=Count("pk"), newest=Max("pk"))
+    return (connection.alias, connection.settings_dict.get("NAME"), found["n"], found["newest"])
+
+
+def catalog_index(policy_version: tuple[Any, ...] | None) -> CatalogIndex:
+    """The ``CatalogIndex``, cached in process per catalog version (one query when it changed;
+    none on PostgreSQL while it did not, one aggregate on SQLite). Built while an import
+    commits, it may hold the newer catalog under the older version: newer, never missing."""
+    key = _catalog_version(policy_version)
+    with _snapshot_lock:
+        cached = _index_cache.get(key)
+    if cached is not None:
+        return cached
+    current_pk = Catalog.objects.newest_first().values_list("pk", flat=True).first()
+    by_digest: dict[str, list[Recipe]] = {}
+    current_by_name: dict[str, Recipe] = {}
+    recipes = Recipe.objects.only("pk", "name", "digest", "catalog_id").order_by(
+        "-catalog__imported_at", "-catalog__pk", "pk"
+    )
+    for recipe in recipes:
+        by_digest.setdefault(recipe.digest, []).append(recipe)
+        if recipe.catalog_id == current_pk:
+            current_by_name.setdefault(recipe.name, recipe)
+    index = CatalogIndex(
+        current_pk=current_pk,
+        by_digest={digest: tuple(rows) for digest, rows in by_digest.items()},
+        current_by_name=current_by_name,
+    )
+    with _snapshot_lock:
+        _index_cache.clear()
+        _index_cache[key] = index
+    return index
+
+
+def _bind(statement: AicrStatement, index: CatalogIndex) -> tuple[Recipe | None, str]:
     """The recipe row the statement names (current catalog first), or None and the reason."""
     digest = statement.recipe_digest
-    # One query: the candidates (newest catalog first), each with the current catalog's pk.
-    current_pk = Subquery(Catalog.objects.newest_first().values("pk")[:1])
-    candidates = list(
-        Recipe.objects.filter(digest=digest)
-        .only("pk", "name", "digest", "catalog_id", "checks")
-        .annotate(current_catalog_pk=current_pk)
-        .order_by("-catalog__imported_at", "-catalog__pk")
-    )
+    candidates = index.by_digest.get(digest, ())
     named = [r for r in candidates if r.name == statement.recipe_name]
     if not named:
         if candidates:
@@ -340,7 +388,7 @@ def _bind(statement: AicrStatement) -> tuple[Recipe | None, str]:
                 f"subject digest sha256:{digest[:12]}… is the digest of recipe "
                 f"{candidates[0].name!r}, not of {statement.recipe_name!r}"
             )
-        current = Recipe.objects.current().filter(name=statement.recipe_name).first()
+        current = index.current_by_name.get(statement.recipe_name)
         hint = (
             f"; the current catalog's {statement.recipe_name} has digest sha256:"
             f"{current.digest[:12]}…"
@@ -351,14 +399,14 @@ def _bind(statement: AicrStatement) -> tuple[Recipe | None, str]:
             f"unknown recipe: no catalog version has recipe {statement.recipe_name!r} with "
             f"digest sha256:{digest[:12]}…{hint}"
         )
-    in_current = [r for r in named if r.catalog_id == r.current_catalog_pk]
+    in_current = [r for r in named if r.catalog_id == index.current_pk]
     recipe = in_current[0] if in_current else named[0]
     if in_current:
         return recipe, (
             f"recipe {recipe.name} (sha256:{digest[:12]}…) of the current catalog "
             f"#{recipe.catalog_id}"
         )
-    now = Recipe.objects.current().filter(name=recipe.name).first()
+    now = index.current_by_name.get(recipe.name)
     why = (
         f"the current catalog's digest is sha256:{now.digest[:12]}…"
         if now is not None
@@ -408,9 +456,9 @@ def _certificate(decision: SignerDecision, outcome: SignatureOutcome) -> dict[st
     }
 
 
-def _thresholds(recipe: Recipe) -> dict[tuple[str, str], list[Any]]:
+def _thresholds(checks: Any) -> dict[tuple[str, str], list[Any]]:
     found: dict[tuple[str, str], list[Any]] = {}
-    checks = recipe.checks if isinstance(recipe.checks, dict) else {}
+    checks = checks if isinstance(checks, dict) else {}
     for phase, items in checks.items():
         for item in items if isinstance(items, list) else []:
             if isinstance(item, dict) and item.get("name"):
@@ -420,10 +468,11 @@ def _thresholds(recipe: Recipe) -> dict[tuple[str, str], list[Any]]:
 
 def check_results_from(summary: SummaryBundle | None, recipe: Recipe) -> dict[str, Any]:
     """``{phase: {check: {status, raw_status, duration_ms, message, metrics, thresholds}}}``
-    from the bundle's CTRF reports (a failing duplicate wins over a passing one)."""
+    from the bundle's CTRF reports (a failing duplicate wins over a passing one); the
+    recipe's declared checks (thresholds) are read only when there are reports."""
     if summary is None:
         return {}
-    thresholds = _thresholds(recipe)
+    thresholds = _thresholds(Recipe.objects.values_list("checks", flat=True).get(pk=recipe.pk))
     results: dict[str, Any] = {}
     for phase, report in sorted(summary.ctrf.items()):
         checks: dict[str, Any] = {}
@@ -675,7 +724,7 @@ def _ingest(
         )
         _log(result=result, **common)
         return result
-    recipe, bind_detail = _bind(statement)
+    recipe, bind_detail = _bind(statement, catalog_index(snapshot.version))
     if recipe is None:
         transcript.fail("bind", bind_detail)
         result = _failure(
@@ -731,22 +780,33 @@ def _ingest(
     return _store(evidence_fields, decision=decision, allowlist_row=allowlist_row, common=common)
 
 
-def _existing(fields: dict[str, Any], decision: SignerDecision) -> Evidence | None:
-    """The record of this statement by this signer, or of these exact bytes (the lookup
-    before storing)."""
+def _existing(
+    fields: dict[str, Any], decision: SignerDecision
+) -> tuple[Signer | None, Evidence | None]:
+    """The signer's row and its record of this statement (the lookup before storing)."""
     return _known(fields, decision)
 
 
-def _known(fields: dict[str, Any], decision: SignerDecision) -> Evidence | None:
-    same_statement = Q(
-        signer__source_id=decision.source_id, payload_sha256=fields["payload_sha256"]
-    )
-    return (
-        Evidence.objects.filter(same_statement | Q(sha256=fields["sha256"]))
-        .select_related("signer")
-        .order_by("pk")
+def _known(
+    fields: dict[str, Any], decision: SignerDecision
+) -> tuple[Signer | None, Evidence | None]:
+    """One indexed query: the signer (unique ``source_id``) with the pk of its record of this
+    payload (the unique ``(signer, payload_sha256)``). The same bytes are the same statement
+    by the same signer, so this finds a byte-identical re-upload too. The record itself is
+    read only when there is one (a re-upload)."""
+    record = Evidence.objects.filter(
+        signer=OuterRef("pk"), payload_sha256=fields["payload_sha256"]
+    ).values("pk")[:1]
+    signer = (
+        Signer.objects.filter(source_id=decision.source_id)
+        .annotate(known_pk=Subquery(record))
         .first()
     )
+    if signer is None or signer.known_pk is None:
+        return signer, None
+    evidence = Evidence.objects.defer("content", "artifact").get(pk=signer.known_pk)
+    evidence.signer = signer
+    return signer, evidence
 
 
 def _store(
@@ -770,7 +830,14 @@ def _store(
             )
     except IntegrityError:
         with transaction.atomic():
-            evidence = _known(fields, decision)
+            _, evidence = _known(fields, decision)
+            if evidence is None:  # the same bytes as a duplicate migration 0005 withdrew
+                evidence = (
+                    Evidence.objects.select_related("signer")
+                    .defer("content", "artifact")
+                    .filter(sha256=fields["sha256"])
+                    .first()
+                )
             if evidence is None:
                 raise
             return _stored(evidence, created=False, fields=fields, decision=decision, common=common)
@@ -783,10 +850,11 @@ def _store_once(
     allowlist_row: Allowlist | None,
     common: dict[str, Any],
 ) -> IngestResult:
-    evidence = _existing(fields, decision)
+    signer, evidence = _existing(fields, decision)
     if evidence is not None:
         return _stored(evidence, created=False, fields=fields, decision=decision, common=common)
-    signer = signers.signer_upsert(decision, allowlist_row=allowlist_row)
+    if signer is None:  # first seen: created with its first class-history entry
+        signer = signers.signer_upsert(decision, allowlist_row=allowlist_row)
     evidence = Evidence(signer=signer, **fields)
     evidence.save(force_insert=True)
     return _stored(evidence, created=True, fields=fields, decision=decision, common=common)

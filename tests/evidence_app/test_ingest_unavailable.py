@@ -97,8 +97,8 @@ class LockBeforeStore:
         self.models: tuple[Any, ...] = ()
         bind = ingest_module._bind
 
-        def bind_then_lock(statement: Any) -> Any:
-            found = bind(statement)
+        def bind_then_lock(*args: Any) -> Any:
+            found = bind(*args)
             if self.models:
                 self.stack.enter_context(tables_locked(*self.models))
                 self.models = ()
