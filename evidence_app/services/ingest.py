@@ -982,7 +982,8 @@ def upload_refused(
     http_status: int = STATUS_REFUSED,
     filename: str = "",
 ) -> IngestResult:
-    """Record an upload refused before its bytes were read (e.g. too large)."""
+    """Record an upload refused before its bytes were read (e.g. too large). The refusal
+    stands even when the database cannot take its log row (then the error log says so)."""
     result = _failure(
         [{"step": "parse", "ok": False, "detail": reason}],
         verdict=Verdict.REJECTED,
@@ -990,14 +991,19 @@ def upload_refused(
         reason=reason,
         http_status=http_status,
     )
-    _log(
-        upload=None,
-        user=user,
-        channel=channel,
-        sha256="",
-        size=min(max(size, 0), 2**31 - 1),
-        filename=filename,
-        oci_ref="",
-        result=result,
-    )
+    try:
+        _log(
+            upload=None,
+            user=user,
+            channel=channel,
+            sha256="",
+            size=min(max(size, 0), 2**31 - 1),
+            filename=filename,
+            oci_ref="",
+            result=result,
+        )
+    except OperationalError as exc:
+        if connection.in_atomic_block:
+            raise
+        logger.error("upload log NOT written (%s) for a refused upload: %s", exc, reason)
     return result

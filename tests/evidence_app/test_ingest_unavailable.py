@@ -203,3 +203,16 @@ def test_the_same_upload_is_stored_once_the_lock_is_gone(
         503,
         201,
     ]
+
+
+def test_a_refusal_before_reading_stands_when_its_log_cannot_be_written(
+    bundle: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR), tables_locked(UploadLog):
+        result = ingest_module.upload_refused(
+            user=None, channel="api", size=10**9, reason="too large", http_status=413
+        )
+
+    assert (result.http_status, result.upload) == (413, None)
+    assert not UploadLog.objects.exists()
+    assert any("upload log NOT written" in r.getMessage() for r in caplog.records)
