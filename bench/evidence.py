@@ -200,6 +200,9 @@ class Timer:
 
     def __init__(self, names: list[str]) -> None:
         self.times: dict[str, list[float]] = {name: [] for name in names}
+        # CPU seconds of this thread per call: what the web process itself spends, without the
+        # waits on PostgreSQL (which a loaded database server stretches; see docs/benchmarks.md).
+        self.cpu: dict[str, list[float]] = {name: [] for name in names}
         self.sql: list[float] = []  # of each ingest: seconds inside cursor.execute (no COMMIT)
         self.queries: list[int] = []  # of each ingest: SQL statements
         self._sql = 0.0
@@ -218,9 +221,10 @@ class Timer:
 
         self._sql, self._queries = 0.0, 0
         with connection.execute_wrapper(self._wrapper):
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.thread_time()
             result = fn()
             self.times[name].append(time.perf_counter() - start)
+            self.cpu[name].append(time.thread_time() - cpu)
         if name == "ingest":
             self.sql.append(self._sql)
             self.queries.append(self._queries)
@@ -382,6 +386,11 @@ def bench_ingest(n: int, *, profile: bool) -> None:
     for label, t in rows:
         parts = "  ".join(f"{k} {ms(statistics.median(v))}" for k, v in t.times.items())
         print(f"    {label:<36} {parts}  sql {ms(statistics.median(t.sql))}")
+    print("  per-bundle median CPU of this process (ms; without waiting on PostgreSQL):")
+    for label, t in rows:
+        parts = "  ".join(f"{k} {ms(statistics.median(v))}" for k, v in t.cpu.items())
+        ratio = statistics.median(t.cpu["ingest"]) / statistics.median(t.cpu["bare"])
+        print(f"    {label:<36} {parts}  ingest/bare {ratio:5.2f}x")
     counts = ", ".join(
         f"{label.split(',')[0].split(' (')[0]} {min(t.queries)}-{max(t.queries)}"
         for label, t in rows[::2]

@@ -29,6 +29,7 @@ uploads race. The uploaded bytes' sha256 stays unique too: the same bytes are th
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
@@ -41,7 +42,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, OperationalError, connection, transaction
-from django.db.models import Count, Max, OuterRef, Subquery
+from django.db.models import Count, Max
 from django.utils import timezone
 
 from evidence_app.models import (
@@ -790,23 +791,44 @@ def _existing(
 def _known(
     fields: dict[str, Any], decision: SignerDecision
 ) -> tuple[Signer | None, Evidence | None]:
-    """One indexed query: the signer (unique ``source_id``) with the pk of its record of this
-    payload (the unique ``(signer, payload_sha256)``). The same bytes are the same statement
-    by the same signer, so this finds a byte-identical re-upload too. The record itself is
-    read only when there is one (a re-upload)."""
-    record = Evidence.objects.filter(
-        signer=OuterRef("pk"), payload_sha256=fields["payload_sha256"]
-    ).values("pk")[:1]
-    signer = (
-        Signer.objects.filter(source_id=decision.source_id)
-        .annotate(known_pk=Subquery(record))
-        .first()
-    )
+    """One indexed statement: the signer (unique ``source_id``) with the pk of its record of
+    this payload (the unique ``(signer, payload_sha256)``). The same bytes are the same
+    statement by the same signer, so this finds a byte-identical re-upload too. The record
+    itself is read only when there is one (a re-upload)."""
+    found = list(Signer.objects.raw(_known_sql(), [fields["payload_sha256"], decision.source_id]))
+    signer = found[0] if found else None
     if signer is None or signer.known_pk is None:
         return signer, None
     evidence = Evidence.objects.defer("content", "artifact").get(pk=signer.known_pk)
     evidence.signer = signer
     return signer, evidence
+
+
+@functools.cache
+def _known_sql_for(vendor: str) -> str:
+    def col(model: Any, name: str) -> str:
+        return connection.ops.quote_name(model._meta.get_field(name).column)
+
+    def table(model: Any) -> str:
+        return connection.ops.quote_name(model._meta.db_table)
+
+    s, e = Signer, Evidence
+    columns = ", ".join(
+        f"{table(s)}.{connection.ops.quote_name(f.column)}" for f in s._meta.concrete_fields
+    )
+    # Identifiers only, quoted, from the models' metadata; the values are parameters. Written
+    # out once because the ORM's compilation of this (a correlated subquery) costs more CPU
+    # than the database takes to answer it (docs/benchmarks.md).
+    return (
+        f"SELECT {columns}, (SELECT {table(e)}.{col(e, 'id')} FROM {table(e)} "  # noqa: S608
+        f"WHERE {table(e)}.{col(e, 'signer')} = {table(s)}.{col(s, 'id')} "
+        f"AND {table(e)}.{col(e, 'payload_sha256')} = %s LIMIT 1) AS known_pk "
+        f"FROM {table(s)} WHERE {table(s)}.{col(s, 'source_id')} = %s"
+    )
+
+
+def _known_sql() -> str:
+    return _known_sql_for(connection.vendor)
 
 
 def _store(
