@@ -149,7 +149,8 @@ _snapshot_lock = threading.Lock()
 _index_cache: dict[tuple[Any, ...], CatalogIndex] = {}
 
 
-def _version_sql() -> str:
+@functools.cache
+def _version_sql_for(vendor: str) -> str:
     """One statement: a digest of everything the policy is built from (PostgreSQL).
 
     Enabled trust roots (name, production flag, JSON and issuers), active keys (every column
@@ -207,7 +208,7 @@ def _policy_version() -> tuple[Any, ...] | None:
     if connection.vendor != "postgresql":
         return None  # no cache: every upload reads the policy afresh
     with connection.cursor() as cursor:
-        cursor.execute(_version_sql())
+        cursor.execute(_version_sql_for(connection.vendor))
         row = cursor.fetchone()
     return (connection.alias, connection.settings_dict.get("NAME"), *row)
 
@@ -231,7 +232,7 @@ def _policy_load(version: tuple[Any, ...] | None) -> PolicySnapshot:
 def policy_snapshot() -> PolicySnapshot:
     """Trust roots (loaded), their issuers, the active keys and the allowlist in force (parsed).
 
-    Cached in process under the version ``_version_sql`` reads: one query per upload while
+    Cached in process under the version ``_version_sql_for`` reads: one query per upload while
     nothing changed. A snapshot read while a maintainer's change lands is used for that upload
     but not cached unless the version is the same after reading it.
     """
@@ -795,11 +796,17 @@ def _known(
     this payload (the unique ``(signer, payload_sha256)``). The same bytes are the same
     statement by the same signer, so this finds a byte-identical re-upload too. The record
     itself is read only when there is one (a re-upload)."""
-    found = list(Signer.objects.raw(_known_sql(), [fields["payload_sha256"], decision.source_id]))
-    signer = found[0] if found else None
-    if signer is None or signer.known_pk is None:
+    with connection.cursor() as cursor:
+        cursor.execute(_known_sql(), [fields["payload_sha256"], decision.source_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None, None
+    *values, known_pk = row
+    names = [f.attname for f in Signer._meta.concrete_fields]
+    signer = Signer.from_db(connection.alias, names, values)
+    if known_pk is None:
         return signer, None
-    evidence = Evidence.objects.defer("content", "artifact").get(pk=signer.known_pk)
+    evidence = Evidence.objects.defer("content", "artifact").get(pk=known_pk)
     evidence.signer = signer
     return signer, evidence
 
@@ -822,7 +829,7 @@ def _known_sql_for(vendor: str) -> str:
     return (
         f"SELECT {columns}, (SELECT {table(e)}.{col(e, 'id')} FROM {table(e)} "  # noqa: S608
         f"WHERE {table(e)}.{col(e, 'signer')} = {table(s)}.{col(s, 'id')} "
-        f"AND {table(e)}.{col(e, 'payload_sha256')} = %s LIMIT 1) AS known_pk "
+        f"AND {table(e)}.{col(e, 'payload_sha256')} = %s LIMIT 1) "
         f"FROM {table(s)} WHERE {table(s)}.{col(s, 'source_id')} = %s"
     )
 
