@@ -399,7 +399,7 @@ def bench_ingest(n: int, *, profile: bool) -> None:
         f"  SQL statements per ingest (savepoints aside; more when the signer is new): {counts}; "
         f"{stored} evidence rows stored"
     )
-    print("  ratio = how many times longer than bare (time per bundle); target: ingest/bare <= 2x")
+    print("  ratio = how many times longer than bare (time per bundle); target: ingest/bare <= 3x")
 
     _bench_fixture()
 
