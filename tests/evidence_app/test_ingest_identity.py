@@ -296,3 +296,22 @@ def test_an_oci_copy_of_a_stored_statement_is_the_same_record(
     assert (log.verdict, log.http_status, log.created) == ("verified", 200, False), log.reason
     assert log.evidence_id == first.evidence.pk
     assert Evidence.objects.count() == 1
+
+
+def test_the_same_bytes_as_a_duplicate_withdrawn_by_the_migration_answer_with_it(
+    ingest: Ingest, bundle: bytes
+) -> None:
+    """A record migration 0005 left without an identity (a re-wrapped copy, withdrawn): its
+    exact bytes again find it through the unique sha256, never a second record."""
+    first = ingest(bundle)
+    Evidence.objects.filter(pk=first.evidence.pk).update(
+        payload_sha256="", withdrawn_at=timezone.now(), withdrawal_reason="duplicate of #0"
+    )
+
+    again = ingest(bundle)
+
+    assert (again.http_status, again.created) == (200, False), again.reason
+    assert again.evidence.pk == first.evidence.pk
+    assert "has these exact bytes" in again.reason
+    assert "stays withdrawn" in again.reason
+    assert Evidence.objects.count() == 1
