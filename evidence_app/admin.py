@@ -1,6 +1,6 @@
-"""Maintainers' admin: trusted roots, signing keys and allowlist versions (validated, through
-the services), plus read-only signers (with class history), evidence (withdraw action) and the
-upload log."""
+"""Maintainers' admin: trusted roots, accepted OIDC issuers, signing keys and allowlist
+versions (validated, through the services), plus read-only signers (with class history),
+evidence (withdraw action) and the upload log."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from django.http import HttpRequest
 
 from evidence_app import permissions
 from evidence_app.models import (
+    AcceptedIssuer,
     Allowlist,
     ApiToken,
     Evidence,
@@ -119,6 +120,40 @@ class TrustRootAdmin(admin.ModelAdmin):
         obj.pk = saved.pk
         obj.sha256 = saved.sha256
         obj.is_production = saved.is_production
+        obj.added_by = saved.added_by
+        obj.added_at = saved.added_at
+
+
+# --- accepted issuers ------------------------------------------------------------------------
+
+
+class AcceptedIssuerForm(forms.ModelForm):
+    class Meta:
+        model = AcceptedIssuer
+        fields = ["issuer", "note"]
+
+    def clean_issuer(self) -> str:
+        return signers.issuer_check(self.cleaned_data.get("issuer", ""))
+
+
+@admin.register(AcceptedIssuer)
+class AcceptedIssuerAdmin(admin.ModelAdmin):
+    """OIDC issuers accepted for keyless signatures (e.g. a GitHub Enterprise Server's); added
+    through ``services.signers.issuer_accept`` (who and when recorded), removed, never edited."""
+
+    form = AcceptedIssuerForm
+    list_display = ["issuer", "note", "added_by", "added_at"]
+    readonly_fields = ["added_by", "added_at"]
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and super().has_change_permission(request, obj)
+
+    def save_model(
+        self, request: HttpRequest, obj: AcceptedIssuer, form: Any, change: bool
+    ) -> None:
+        data = form.cleaned_data
+        saved = signers.issuer_accept(issuer=data["issuer"], note=data["note"], by=request.user)
+        obj.pk = saved.pk
         obj.added_by = saved.added_by
         obj.added_at = saved.added_at
 

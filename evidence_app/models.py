@@ -128,6 +128,29 @@ class Allowlist(models.Model):
         return f"allowlist #{self.pk} ({self.created_at:%Y-%m-%d %H:%M})"
 
 
+class AcceptedIssuer(models.Model):
+    """An OIDC issuer a maintainer accepts for keyless signatures, beyond the settings' list,
+    the allowlist's issuers and private roots' issuers (e.g. a GitHub Enterprise Server's
+    ``https://token.actions.githubusercontent.com/<enterprise>``).
+
+    A valid signature from an issuer accepted nowhere is reported (never counted); once its
+    issuer is accepted, its signer is classified by the allowlist like any other.
+    """
+
+    issuer = models.CharField(max_length=1000, unique=True, help_text="The exact issuer URL.")
+    note = models.CharField(max_length=500, blank=True, help_text="Why it is accepted.")
+    added_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    added_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["issuer"]
+
+    def __str__(self) -> str:
+        return self.issuer
+
+
 class SignerKind(models.TextChoices):
     KEYLESS = "keyless", "Keyless (Sigstore certificate)"
     KEY = "key", "Key-signed"
@@ -224,9 +247,26 @@ class EvidenceQuerySet(models.QuerySet["Evidence"]):
 
 
 class Evidence(models.Model):
-    """The exact bytes of one piece of verified evidence, content-addressed by sha256."""
+    """One signed statement by one signer, with the bytes of its first upload.
+
+    Identity: ``(signer, payload_sha256)``, the sha256 of the DSSE payload (the signed in-toto
+    statement bytes) and the verified signer (``Signer.source_id``: the certificate's issuer
+    and identity, or the registered key's fingerprint). Another wrapper of the same statement
+    (re-indented bundle JSON, a re-compressed or re-tarred evidence directory, an OCI copy, a
+    new certificate for the same identity) is the same evidence. ``sha256`` addresses the
+    stored bytes (the first upload's).
+    """
 
     sha256 = models.CharField(max_length=64, unique=True)
+    payload_sha256 = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        help_text=(
+            "sha256 of the signed DSSE payload (the in-toto statement bytes); with the signer, "
+            "the identity of this evidence. Empty only for a duplicate withdrawn by migration 0005."
+        ),
+    )
     content = models.BinaryField()
     size = models.PositiveIntegerField()
     container = models.CharField(max_length=20, choices=Container.choices)
@@ -310,7 +350,13 @@ class Evidence(models.Model):
             models.CheckConstraint(
                 condition=Q(withdrawn_at__isnull=True) | ~Q(withdrawal_reason=""),
                 name="evidence_withdrawal_has_reason",
-            )
+            ),
+            # One record per signed statement and signer, whatever wrapper carried it.
+            models.UniqueConstraint(
+                fields=["signer", "payload_sha256"],
+                condition=~Q(payload_sha256=""),
+                name="evidence_one_per_statement_signer",
+            ),
         ]
 
     def __str__(self) -> str:

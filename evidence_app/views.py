@@ -180,8 +180,12 @@ def evidence_new(request: HtmxHttpRequest) -> HttpResponse:
         "evidence": result.evidence,
         "filename": bundle.name,
         "stale": _stale_of(result.evidence),
+        "retry_after": result.retry_after,
     }
-    return render(request, "evidence_app/result.html", context, status=result.http_status)
+    response = render(request, "evidence_app/result.html", context, status=result.http_status)
+    if result.unavailable:
+        response["Retry-After"] = str(result.retry_after)
+    return response
 
 
 def _stale_of(evidence: Evidence | None) -> list[StaleReason]:

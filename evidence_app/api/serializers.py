@@ -261,6 +261,10 @@ class IngestResultSerializer(serializers.Serializer):
     upload_id = serializers.IntegerField()
     verdict = serializers.ChoiceField(choices=Verdict.choices)
     failed_step = serializers.CharField(allow_blank=True)
+    created = serializers.BooleanField(help_text="True: a new record; false: known or refused.")
+    withdrawn = serializers.BooleanField(
+        help_text="The (existing) record is withdrawn: it stays withdrawn and is not counted."
+    )
     signer = serializers.DictField(help_text="identity, issuer, class, counted, slug, label")
     transcript = TranscriptStepSerializer(many=True)
     reason = serializers.CharField(allow_blank=True)

@@ -86,6 +86,8 @@ def _result_body(result: IngestResult, request: Request) -> dict[str, Any]:
         "upload_id": result.upload.pk if result.upload else None,
         "verdict": result.verdict,
         "failed_step": result.failed_step,
+        "created": result.created,
+        "withdrawn": bool(evidence and evidence.withdrawn_at is not None),
         "signer": result.signer,
         "transcript": result.transcript,
         "reason": result.reason,
@@ -99,6 +101,8 @@ def _log_body(log: UploadLog, request: Request) -> dict[str, Any]:
         "upload_id": log.pk,
         "verdict": log.verdict,
         "failed_step": log.failed_step,
+        "created": bool(log.created),
+        "withdrawn": False,
         "signer": log.signer,
         "transcript": log.transcript,
         "reason": log.reason,
@@ -182,8 +186,10 @@ class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             "Multipart `bundle` (a Sigstore bundle, or an AICR evidence directory as tar/tar.gz) "
             'with an optional `artifact`; or JSON `{"oci_ref": '
             '"registry/repo@sha256:…"}`, pulled by a worker (202, then poll `status_url`). '
-            "201: verified and stored; 200: these exact bytes are already stored; 422: refused "
-            "(`verdict`, `failed_step`, `reason`, `transcript`); 413: too large. Needs a "
+            "201: verified and stored; 200: this signed statement by this signer is already stored "
+            "(in any wrapper; `withdrawn` says whether that record is withdrawn); 422: refused "
+            "(`verdict`, `failed_step`, `reason`, `transcript`); 503 with `Retry-After`: the "
+            "database could not take it now, nothing was stored; 413: too large. Needs a "
             "contributor or maintainer token."
         ),
         request={
@@ -199,6 +205,7 @@ class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             413: IngestResultSerializer,
             415: ErrorSerializer,
             422: IngestResultSerializer,
+            503: IngestResultSerializer,
         },
         tags=TAGS,
     )
@@ -246,7 +253,8 @@ class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             user=request.user,
             channel="api",
         )
-        return Response(_result_body(result, request), status=result.http_status)
+        headers = {"Retry-After": str(result.retry_after)} if result.unavailable else None
+        return Response(_result_body(result, request), status=result.http_status, headers=headers)
 
 
 class EvidenceBundleView(APIView):

@@ -17,27 +17,36 @@ Verdicts: ``verified``; ``invalid`` (malformed, bad signature, tampered files);
 not AICR recipe evidence, unknown recipe, unsigned, too large). Only a verified upload writes
 rows (Signer, SignerClassChange, Evidence); every upload writes one ``UploadLog``.
 
-Content addressing: one Evidence per sha256 of the uploaded bytes (a unique constraint); the
-same bytes again answer 200 with the existing record, also when two uploads race.
+Identity: one Evidence per signed statement and signer — ``(signer, payload_sha256)``, the
+sha256 of the verified DSSE payload (the in-toto statement bytes) and the verified signer
+(``Signer.source_id``: sha256 of the certificate's issuer and identity, or of the registered
+key's fingerprint), a unique constraint. Whatever wrapper carries the statement (bundle JSON
+formatting, tarball compression or tar layout, with or without the artifact, an OCI copy, a new
+certificate for the same identity), an upload of a known statement answers 200 with the
+existing record — a withdrawn one included, which stays withdrawn and says so — also when two
+uploads race. The uploaded bytes' sha256 stays unique too: the same bytes are the same record.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import IntegrityError, connection, transaction
-from django.db.models import Subquery
+from django.db import IntegrityError, OperationalError, connection, transaction
+from django.db.models import Count, Max
 from django.utils import timezone
 
 from evidence_app.models import (
+    AcceptedIssuer,
     Allowlist,
     Container,
     Evidence,
@@ -57,6 +66,7 @@ from evidence_app.verification import (
     SummaryBundle,
     commands_for,
 )
+from evidence_app.verification._json import storable, unstorable_text
 from evidence_app.verification.pipeline import VerificationReport, verify_evidence
 from evidence_app.verification.signature import EXTRA_POLICY_NAMES
 from evidence_app.verification.trust import TrustRoot as LoadedRoot
@@ -69,6 +79,11 @@ STATUS_CREATED = 201
 STATUS_EXISTING = 200
 STATUS_REFUSED = 422
 STATUS_TOO_LARGE = 413
+STATUS_UNAVAILABLE = 503
+# How long a client should wait before retrying an upload the database could not take.
+RETRY_AFTER_SECONDS = 5
+# Writing the upload log of such an upload: tries, and the pause before each retry.
+LOG_WRITE_PAUSES = (0.0, 0.25, 1.0)
 BUNDLE_FILE = "evidence.sigstore.json"
 MAX_REASON = 1000
 
@@ -90,10 +105,16 @@ class IngestResult:
     reason: str
     http_status: int
     upload: UploadLog | None = None
+    retry_after: int | None = None  # seconds: the database could not take it now; retry
 
     @property
     def ok(self) -> bool:
         return self.verdict == Verdict.VERIFIED
+
+    @property
+    def unavailable(self) -> bool:
+        """Nothing was decided: a database write failed (e.g. SQLite busy); retry later."""
+        return self.retry_after is not None
 
 
 @dataclass(frozen=True)
@@ -116,7 +137,7 @@ class PolicySnapshot:
 
     version: tuple[Any, ...] | None
     trusted_roots: list[LoadedRoot]
-    root_issuers: list[str]
+    root_issuers: list[str]  # enabled roots' issuers, then the maintainers' accepted issuers
     public_keys: Mapping[str, str]
     keys: Mapping[int, SigningKey]
     allowlist_row: Allowlist | None
@@ -125,15 +146,18 @@ class PolicySnapshot:
 
 _snapshot_cache: dict[tuple[Any, ...], PolicySnapshot] = {}
 _snapshot_lock = threading.Lock()
+_index_cache: dict[tuple[Any, ...], CatalogIndex] = {}
 
 
-def _version_sql() -> str:
+@functools.cache
+def _version_sql_for(vendor: str) -> str:
     """One statement: a digest of everything the policy is built from (PostgreSQL).
 
     Enabled trust roots (name, production flag, JSON and issuers), active keys (every column
-    the verifier or the classification reads) and the allowlist in force (pk and body): any
-    add, edit, enable/disable, revoke or publish changes it, so it is picked up on the very
-    next upload, in this process or any other.
+    the verifier or the classification reads), the allowlist in force (pk and body), the
+    accepted issuers, and the catalog versions (for ``_bind``'s cache): any add, edit,
+    enable/disable, revoke, publish or import changes it, so it is picked up on the very next
+    upload, in this process or any other.
     """
 
     def col(model: Any, name: str) -> str:
@@ -142,7 +166,7 @@ def _version_sql() -> str:
     def table(model: Any) -> str:
         return connection.ops.quote_name(model._meta.db_table)
 
-    r, k, a = TrustRoot, SigningKey, Allowlist
+    r, k, a, i, c = TrustRoot, SigningKey, Allowlist, AcceptedIssuer, Catalog
     roots = ", ".join(
         [
             f"{col(r, 'id')}",
@@ -171,7 +195,12 @@ def _version_sql() -> str:
         f"ORDER BY {col(k, 'id')}), '')) FROM {table(k)} "
         f"WHERE {col(k, 'revoked_at')} IS NULL), "
         f"(SELECT concat_ws(':', {col(a, 'id')}, md5({col(a, 'body')})) FROM {table(a)} "
-        f"ORDER BY {col(a, 'created_at')} DESC, {col(a, 'id')} DESC LIMIT 1)"
+        f"ORDER BY {col(a, 'created_at')} DESC, {col(a, 'id')} DESC LIMIT 1), "
+        f"(SELECT md5(coalesce(string_agg({col(i, 'issuer')}, ',' ORDER BY {col(i, 'issuer')}), "
+        f"'')) FROM {table(i)}), "
+        # Catalog versions are imported whole and never edited: their count and newest id
+        # change with any import or removal (the bind cache's key).
+        f"(SELECT concat_ws(':', count(*), max({col(c, 'id')})) FROM {table(c)})"
     )
 
 
@@ -179,7 +208,7 @@ def _policy_version() -> tuple[Any, ...] | None:
     if connection.vendor != "postgresql":
         return None  # no cache: every upload reads the policy afresh
     with connection.cursor() as cursor:
-        cursor.execute(_version_sql())
+        cursor.execute(_version_sql_for(connection.vendor))
         row = cursor.fetchone()
     return (connection.alias, connection.settings_dict.get("NAME"), *row)
 
@@ -191,7 +220,8 @@ def _policy_load(version: tuple[Any, ...] | None) -> PolicySnapshot:
     return PolicySnapshot(
         version=version,
         trusted_roots=trust_roots.roots_load(roots),
-        root_issuers=trust_roots.issuers_of(row.accepted_issuers for row in roots),
+        root_issuers=trust_roots.issuers_of(row.accepted_issuers for row in roots)
+        + signers.maintainer_issuers(),
         public_keys={str(pk): key.public_key_pem for pk, key in active.items()},
         keys=active,
         allowlist_row=allowlist_row,
@@ -202,7 +232,7 @@ def _policy_load(version: tuple[Any, ...] | None) -> PolicySnapshot:
 def policy_snapshot() -> PolicySnapshot:
     """Trust roots (loaded), their issuers, the active keys and the allowlist in force (parsed).
 
-    Cached in process under the version ``_version_sql`` reads: one query per upload while
+    Cached in process under the version ``_version_sql_for`` reads: one query per upload while
     nothing changed. A snapshot read while a maintainer's change lands is used for that upload
     but not cached unless the version is the same after reading it.
     """
@@ -223,6 +253,7 @@ def policy_snapshot() -> PolicySnapshot:
 def policy_cache_clear() -> None:
     with _snapshot_lock:
         _snapshot_cache.clear()
+        _index_cache.clear()
 
 
 def policy_current(
@@ -267,6 +298,8 @@ def _verify(
         extra_policies=policy.extra_policies or None,
         public_keys=policy.public_keys,
         artifact=artifact,
+        # A good signature from an issuer the site does not accept is reported, not refused.
+        report_unlisted_issuers=True,
     )
 
 
@@ -297,17 +330,59 @@ def _verdict_of_failure(report: VerificationReport) -> str:
 # --- bind --------------------------------------------------------------------------------
 
 
-def _bind(statement: AicrStatement) -> tuple[Recipe | None, str]:
+@dataclass(frozen=True)
+class CatalogIndex:
+    """What bind reads: every catalog version's recipes by digest (newest catalog first) and
+    the current catalog's by name; ids, names and digests only. Shared, read only."""
+
+    current_pk: int | None
+    by_digest: Mapping[str, tuple[Recipe, ...]]
+    current_by_name: Mapping[str, Recipe]
+
+
+def _catalog_version(policy_version: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    """Catalog versions are imported whole and never edited: their count and newest id change
+    with any import or removal. PostgreSQL reads them in the policy version's statement."""
+    if policy_version is not None:
+        return (policy_version[0], policy_version[1], policy_version[-1])
+    found = Catalog.objects.aggregate(n=Count("pk"), newest=Max("pk"))
+    return (connection.alias, connection.settings_dict.get("NAME"), found["n"], found["newest"])
+
+
+def catalog_index(policy_version: tuple[Any, ...] | None) -> CatalogIndex:
+    """The ``CatalogIndex``, cached in process per catalog version (one query when it changed;
+    none on PostgreSQL while it did not, one aggregate on SQLite). Built while an import
+    commits, it may hold the newer catalog under the older version: newer, never missing."""
+    key = _catalog_version(policy_version)
+    with _snapshot_lock:
+        cached = _index_cache.get(key)
+    if cached is not None:
+        return cached
+    current_pk = Catalog.objects.newest_first().values_list("pk", flat=True).first()
+    by_digest: dict[str, list[Recipe]] = {}
+    current_by_name: dict[str, Recipe] = {}
+    recipes = Recipe.objects.only("pk", "name", "digest", "catalog_id").order_by(
+        "-catalog__imported_at", "-catalog__pk", "pk"
+    )
+    for recipe in recipes:
+        by_digest.setdefault(recipe.digest, []).append(recipe)
+        if recipe.catalog_id == current_pk:
+            current_by_name.setdefault(recipe.name, recipe)
+    index = CatalogIndex(
+        current_pk=current_pk,
+        by_digest={digest: tuple(rows) for digest, rows in by_digest.items()},
+        current_by_name=current_by_name,
+    )
+    with _snapshot_lock:
+        _index_cache.clear()
+        _index_cache[key] = index
+    return index
+
+
+def _bind(statement: AicrStatement, index: CatalogIndex) -> tuple[Recipe | None, str]:
     """The recipe row the statement names (current catalog first), or None and the reason."""
     digest = statement.recipe_digest
-    # One query: the candidates (newest catalog first), each with the current catalog's pk.
-    current_pk = Subquery(Catalog.objects.newest_first().values("pk")[:1])
-    candidates = list(
-        Recipe.objects.filter(digest=digest)
-        .only("pk", "name", "digest", "catalog_id", "checks")
-        .annotate(current_catalog_pk=current_pk)
-        .order_by("-catalog__imported_at", "-catalog__pk")
-    )
+    candidates = index.by_digest.get(digest, ())
     named = [r for r in candidates if r.name == statement.recipe_name]
     if not named:
         if candidates:
@@ -315,7 +390,7 @@ def _bind(statement: AicrStatement) -> tuple[Recipe | None, str]:
                 f"subject digest sha256:{digest[:12]}… is the digest of recipe "
                 f"{candidates[0].name!r}, not of {statement.recipe_name!r}"
             )
-        current = Recipe.objects.current().filter(name=statement.recipe_name).first()
+        current = index.current_by_name.get(statement.recipe_name)
         hint = (
             f"; the current catalog's {statement.recipe_name} has digest sha256:"
             f"{current.digest[:12]}…"
@@ -326,14 +401,14 @@ def _bind(statement: AicrStatement) -> tuple[Recipe | None, str]:
             f"unknown recipe: no catalog version has recipe {statement.recipe_name!r} with "
             f"digest sha256:{digest[:12]}…{hint}"
         )
-    in_current = [r for r in named if r.catalog_id == r.current_catalog_pk]
+    in_current = [r for r in named if r.catalog_id == index.current_pk]
     recipe = in_current[0] if in_current else named[0]
     if in_current:
         return recipe, (
             f"recipe {recipe.name} (sha256:{digest[:12]}…) of the current catalog "
             f"#{recipe.catalog_id}"
         )
-    now = Recipe.objects.current().filter(name=recipe.name).first()
+    now = index.current_by_name.get(recipe.name)
     why = (
         f"the current catalog's digest is sha256:{now.digest[:12]}…"
         if now is not None
@@ -383,9 +458,9 @@ def _certificate(decision: SignerDecision, outcome: SignatureOutcome) -> dict[st
     }
 
 
-def _thresholds(recipe: Recipe) -> dict[tuple[str, str], list[Any]]:
+def _thresholds(checks: Any) -> dict[tuple[str, str], list[Any]]:
     found: dict[tuple[str, str], list[Any]] = {}
-    checks = recipe.checks if isinstance(recipe.checks, dict) else {}
+    checks = checks if isinstance(checks, dict) else {}
     for phase, items in checks.items():
         for item in items if isinstance(items, list) else []:
             if isinstance(item, dict) and item.get("name"):
@@ -395,10 +470,11 @@ def _thresholds(recipe: Recipe) -> dict[tuple[str, str], list[Any]]:
 
 def check_results_from(summary: SummaryBundle | None, recipe: Recipe) -> dict[str, Any]:
     """``{phase: {check: {status, raw_status, duration_ms, message, metrics, thresholds}}}``
-    from the bundle's CTRF reports (a failing duplicate wins over a passing one)."""
+    from the bundle's CTRF reports (a failing duplicate wins over a passing one); the
+    recipe's declared checks (thresholds) are read only when there are reports."""
     if summary is None:
         return {}
-    thresholds = _thresholds(recipe)
+    thresholds = _thresholds(Recipe.objects.values_list("checks", flat=True).get(pk=recipe.pk))
     results: dict[str, Any] = {}
     for phase, report in sorted(summary.ctrf.items()):
         checks: dict[str, Any] = {}
@@ -464,15 +540,17 @@ def _log(
 ) -> UploadLog:
     log = upload or UploadLog(user=user if _is_user(user) else None, channel=channel)
     log.state = UploadState.DONE
-    log.oci_ref = oci_ref or log.oci_ref
+    # What a refused upload carried may be text no column can hold (a NUL, a lone surrogate,
+    # echoed in a reason or a signer's identity): the log keeps it escaped.
+    log.oci_ref = storable(oci_ref) or log.oci_ref
     log.sha256 = sha256
     log.size = size
-    log.filename = filename[:255]
+    log.filename = storable(filename)[:255]
     log.verdict = result.verdict
     log.failed_step = result.failed_step
-    log.reason = result.reason[:MAX_REASON]
-    log.transcript = result.transcript
-    log.signer = result.signer
+    log.reason = storable(result.reason)[:MAX_REASON]
+    log.transcript = storable(result.transcript)
+    log.signer = storable(result.signer)
     log.created = result.created if result.ok else None
     log.http_status = result.http_status
     log.completed_at = timezone.now()
@@ -524,8 +602,51 @@ def evidence_ingest(
     ``upload``: an existing (OCI) ``UploadLog`` row to complete instead of writing a new one.
     ``is_simulated``: evidence from a simulated cluster (labelled, never counted).
     ``is_demo``: demo data; evidence signed by a demo key is demo data anyway.
+
+    A database error that survives the driver's own waiting (SQLite "database is locked" after
+    the busy timeout, a PostgreSQL lock timeout or lost connection) is no verdict: the result
+    is ``unavailable`` with ``retry_after``, nothing is stored, and the upload log records it.
     """
     data = bytes(data)
+    try:
+        return _ingest(
+            data=data,
+            artifact=artifact,
+            filename=filename,
+            user=user,
+            channel=channel,
+            oci_ref=oci_ref,
+            upload=upload,
+            is_simulated=is_simulated,
+            is_demo=is_demo,
+        )
+    except OperationalError as exc:
+        if connection.in_atomic_block:
+            raise  # the caller's transaction is broken: only the caller can recover
+        return _unavailable(
+            exc,
+            upload=upload,
+            user=user,
+            channel=channel,
+            sha256=hashlib.sha256(data).hexdigest(),
+            size=len(data),
+            filename=filename or "",
+            oci_ref=oci_ref,
+        )
+
+
+def _ingest(
+    *,
+    data: bytes,
+    artifact: bytes | None,
+    filename: str,
+    user: Any,
+    channel: str,
+    oci_ref: str,
+    upload: UploadLog | None,
+    is_simulated: bool,
+    is_demo: bool,
+) -> IngestResult:
     sha256 = hashlib.sha256(data).hexdigest()
     common = {
         "upload": upload,
@@ -536,6 +657,16 @@ def evidence_ingest(
         "filename": filename or "",
         "oci_ref": oci_ref,
     }
+    unstorable_name = unstorable_text(filename or "", what="filename")
+    if unstorable_name is not None:
+        result = _failure(
+            [{"step": "parse", "ok": False, "detail": unstorable_name}],
+            verdict=Verdict.REJECTED,
+            step="parse",
+            reason=unstorable_name,
+        )
+        _log(result=result, **common)
+        return result
     limit = max_upload_bytes()
     for what, blob in (("upload", data), ("artifact", artifact)):
         if blob is not None and len(blob) > limit:
@@ -579,7 +710,23 @@ def evidence_ingest(
     assert outcome is not None
     assert outcome.signer is not None
     assert decision is not None
-    recipe, bind_detail = _bind(statement)
+    # The statement and CTRF reports were checked as they were parsed; the certificate's claims
+    # (a private CA may write anything into them) are checked here, before any row is written.
+    unstorable_signer = unstorable_text(decision.summary(), what="signer") or unstorable_text(
+        dict(outcome.signer.claims), what="signer certificate claims"
+    )
+    if unstorable_signer is not None:
+        transcript.fail("classify", unstorable_signer)
+        result = _failure(
+            transcript.to_list(),
+            verdict=Verdict.REJECTED,
+            step="classify",
+            reason=unstorable_signer,
+            signer=signer_summary,
+        )
+        _log(result=result, **common)
+        return result
+    recipe, bind_detail = _bind(statement, catalog_index(snapshot.version))
     if recipe is None:
         transcript.fail("bind", bind_detail)
         result = _failure(
@@ -596,6 +743,7 @@ def evidence_ingest(
 
     evidence_fields = {
         "sha256": sha256,
+        "payload_sha256": statement.statement_sha256,
         "content": data,
         "size": len(data),
         "container": Container.OCI
@@ -634,8 +782,60 @@ def evidence_ingest(
     return _store(evidence_fields, decision=decision, allowlist_row=allowlist_row, common=common)
 
 
-def _existing(sha256: str) -> Evidence | None:
-    return Evidence.objects.filter(sha256=sha256).select_related("signer").first()
+def _existing(
+    fields: dict[str, Any], decision: SignerDecision
+) -> tuple[Signer | None, Evidence | None]:
+    """The signer's row and its record of this statement (the lookup before storing)."""
+    return _known(fields, decision)
+
+
+def _known(
+    fields: dict[str, Any], decision: SignerDecision
+) -> tuple[Signer | None, Evidence | None]:
+    """One indexed statement: the signer (unique ``source_id``) with the pk of its record of
+    this payload (the unique ``(signer, payload_sha256)``). The same bytes are the same
+    statement by the same signer, so this finds a byte-identical re-upload too. The record
+    itself is read only when there is one (a re-upload)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_known_sql(), [fields["payload_sha256"], decision.source_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None, None
+    *values, known_pk = row
+    names = [f.attname for f in Signer._meta.concrete_fields]
+    signer = Signer.from_db(connection.alias, names, values)
+    if known_pk is None:
+        return signer, None
+    evidence = Evidence.objects.defer("content", "artifact").get(pk=known_pk)
+    evidence.signer = signer
+    return signer, evidence
+
+
+@functools.cache
+def _known_sql_for(vendor: str) -> str:
+    def col(model: Any, name: str) -> str:
+        return connection.ops.quote_name(model._meta.get_field(name).column)
+
+    def table(model: Any) -> str:
+        return connection.ops.quote_name(model._meta.db_table)
+
+    s, e = Signer, Evidence
+    columns = ", ".join(
+        f"{table(s)}.{connection.ops.quote_name(f.column)}" for f in s._meta.concrete_fields
+    )
+    # Identifiers only, quoted, from the models' metadata; the values are parameters. Written
+    # out once because the ORM's compilation of this (a correlated subquery) costs more CPU
+    # than the database takes to answer it (docs/benchmarks.md).
+    return (
+        f"SELECT {columns}, (SELECT {table(e)}.{col(e, 'id')} FROM {table(e)} "  # noqa: S608
+        f"WHERE {table(e)}.{col(e, 'signer')} = {table(s)}.{col(s, 'id')} "
+        f"AND {table(e)}.{col(e, 'payload_sha256')} = %s LIMIT 1) "
+        f"FROM {table(s)} WHERE {table(s)}.{col(s, 'source_id')} = %s"
+    )
+
+
+def _known_sql() -> str:
+    return _known_sql_for(connection.vendor)
 
 
 def _store(
@@ -647,9 +847,10 @@ def _store(
 ) -> IngestResult:
     """One transaction: signer, ``Evidence`` and ``UploadLog`` rows, or none of them.
 
-    Race: the same bytes uploaded twice at once. Both see no record; the unique sha256
-    decides at the loser's insert, whose whole transaction (signer included) rolls back. It
-    then answers with the winner's record in a second transaction (no savepoint per upload).
+    Race: the same statement (in any wrapper) uploaded twice at once. Both see no record; the
+    unique ``(signer, payload_sha256)`` (or ``sha256``) decides at the loser's insert, whose
+    whole transaction (signer included) rolls back. It then answers with the winner's record in
+    a second transaction (no savepoint per upload).
     """
     try:
         with transaction.atomic():
@@ -658,9 +859,14 @@ def _store(
             )
     except IntegrityError:
         with transaction.atomic():
-            evidence = (
-                Evidence.objects.filter(sha256=fields["sha256"]).select_related("signer").first()
-            )
+            _, evidence = _known(fields, decision)
+            if evidence is None:  # the same bytes as a duplicate migration 0005 withdrew
+                evidence = (
+                    Evidence.objects.select_related("signer")
+                    .defer("content", "artifact")
+                    .filter(sha256=fields["sha256"])
+                    .first()
+                )
             if evidence is None:
                 raise
             return _stored(evidence, created=False, fields=fields, decision=decision, common=common)
@@ -673,10 +879,11 @@ def _store_once(
     allowlist_row: Allowlist | None,
     common: dict[str, Any],
 ) -> IngestResult:
-    evidence = _existing(fields["sha256"])
+    signer, evidence = _existing(fields, decision)
     if evidence is not None:
         return _stored(evidence, created=False, fields=fields, decision=decision, common=common)
-    signer = signers.signer_upsert(decision, allowlist_row=allowlist_row)
+    if signer is None:  # first seen: created with its first class-history entry
+        signer = signers.signer_upsert(decision, allowlist_row=allowlist_row)
     evidence = Evidence(signer=signer, **fields)
     evidence.save(force_insert=True)
     return _stored(evidence, created=True, fields=fields, decision=decision, common=common)
@@ -704,10 +911,72 @@ def _stored(
         failed_step="",
         signer=summary,
         transcript=fields["transcript"],
-        reason="" if created else f"already known: evidence #{evidence.pk} has these exact bytes",
+        reason="" if created else _known_reason(evidence, fields),
         http_status=STATUS_CREATED if created else STATUS_EXISTING,
     )
     _log(result=result, **common)
+    return result
+
+
+def _known_reason(evidence: Evidence, fields: dict[str, Any]) -> str:
+    """Why an upload answered with an existing record (and that a withdrawal still holds)."""
+    if evidence.sha256 == fields["sha256"]:
+        what = "has these exact bytes"
+    else:
+        what = (
+            "is this signed statement by this signer (payload sha256:"
+            f"{fields['payload_sha256'][:12]}…), uploaded in another wrapper"
+        )
+    reason = f"already known: evidence #{evidence.pk} {what}; nothing new was stored"
+    if evidence.withdrawn_at is not None:
+        reason += (
+            f"; it was withdrawn on {evidence.withdrawn_at:%Y-%m-%d %H:%M} UTC "
+            f"({evidence.withdrawal_reason}) and stays withdrawn: not counted"
+        )
+    return reason
+
+
+def _unavailable(exc: OperationalError, **common: Any) -> IngestResult:
+    """The answer to an upload the database could not take, with its upload-log row (retried:
+    the same contention may hold for a moment); a log that cannot be written is logged."""
+    problem = " ".join(str(exc).split())[:200] or type(exc).__name__
+    reason = (
+        f"the database could not store this upload now ({problem}); nothing was stored: "
+        f"retry in {RETRY_AFTER_SECONDS} seconds"
+    )
+    logger.warning("upload not stored: %s", problem)
+    result = IngestResult(
+        evidence=None,
+        created=False,
+        verdict="",
+        failed_step="store",
+        signer={},
+        transcript=[{"step": "store", "ok": False, "detail": reason}],
+        reason=reason,
+        http_status=STATUS_UNAVAILABLE,
+        retry_after=RETRY_AFTER_SECONDS,
+    )
+    upload = common.pop("upload")
+    failure = ""
+    for pause in LOG_WRITE_PAUSES:
+        time.sleep(pause)
+        try:
+            # A row read earlier (OCI) may hold state the failed transaction rolled back.
+            log = UploadLog.objects.get(pk=upload.pk) if upload is not None else None
+            _log(upload=log, result=result, **common)
+            return result
+        except OperationalError as again:
+            failure = " ".join(str(again).split())[:200]
+    logger.error(
+        "upload log NOT written after %d tries (%s); the refused upload was: channel=%s "
+        "sha256=%s size=%s: %s",
+        len(LOG_WRITE_PAUSES),
+        failure,
+        common["channel"],
+        common["sha256"],
+        common["size"],
+        reason,
+    )
     return result
 
 
@@ -742,7 +1011,8 @@ def upload_refused(
     http_status: int = STATUS_REFUSED,
     filename: str = "",
 ) -> IngestResult:
-    """Record an upload refused before its bytes were read (e.g. too large)."""
+    """Record an upload refused before its bytes were read (e.g. too large). The refusal
+    stands even when the database cannot take its log row (then the error log says so)."""
     result = _failure(
         [{"step": "parse", "ok": False, "detail": reason}],
         verdict=Verdict.REJECTED,
@@ -750,14 +1020,19 @@ def upload_refused(
         reason=reason,
         http_status=http_status,
     )
-    _log(
-        upload=None,
-        user=user,
-        channel=channel,
-        sha256="",
-        size=min(max(size, 0), 2**31 - 1),
-        filename=filename,
-        oci_ref="",
-        result=result,
-    )
+    try:
+        _log(
+            upload=None,
+            user=user,
+            channel=channel,
+            sha256="",
+            size=min(max(size, 0), 2**31 - 1),
+            filename=filename,
+            oci_ref="",
+            result=result,
+        )
+    except OperationalError as exc:
+        if connection.in_atomic_block:
+            raise
+        logger.error("upload log NOT written (%s) for a refused upload: %s", exc, reason)
     return result

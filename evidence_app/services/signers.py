@@ -10,12 +10,16 @@ The allowlist is append-only (``Allowlist`` rows; the newest is in force). Publi
 version re-classifies every keyless signer in the same transaction and writes a
 ``SignerClassChange`` for each one whose class or counting changed.
 
-Accepted issuers (the keyless identity policy): a certificate's OIDC issuer must be one of
-``settings.EVIDENCE_ACCEPTED_ISSUERS`` (default: GitHub Actions, GitLab, Google accounts and
-Sigstore's own OAuth issuer — the public-good Fulcio's common issuers), the issuers named by
-the allowlist in force, or the issuers configured on an enabled private ``TrustRoot``. Other
-issuers fail the signature step; the identity itself is learnt from the verified certificate
-(optionally restricted by ``EVIDENCE_IDENTITY_REGEX``) and only the allowlist gives it weight.
+Accepted issuers (the keyless identity policy): ``settings.EVIDENCE_ACCEPTED_ISSUERS``
+(default: GitHub Actions, GitLab, Google accounts and Sigstore's own OAuth issuer — the
+public-good Fulcio's common issuers), the issuers named by the allowlist in force, the issuers
+configured on an enabled private ``TrustRoot``, and the ``AcceptedIssuer`` rows maintainers add
+(``issuer_accept``). A valid signature from any other issuer (e.g. a GitHub Enterprise Server's
+``https://token.actions.githubusercontent.com/<enterprise>``) passes the signature step but is
+classified *reported* — never counted — saying its issuer is not accepted; once accepted, its
+signer is classified by the allowlist like any other. The identity itself is learnt from the
+verified certificate (optionally restricted by ``EVIDENCE_IDENTITY_REGEX``) and only the
+allowlist gives it weight.
 """
 
 from __future__ import annotations
@@ -25,15 +29,18 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
 from django.db import transaction
 
 from evidence_app.corroborate import allowlist as al
 from evidence_app.corroborate.errors import AllowlistError
 from evidence_app.corroborate.labels import source_label
 from evidence_app.models import (
+    AcceptedIssuer,
     Allowlist,
     Signer,
     SignerClass,
@@ -96,10 +103,51 @@ def allowlist_in_force() -> tuple[Allowlist | None, al.Allowlist | None]:
 
 
 def accepted_issuers(allowlist: al.Allowlist | None = None) -> list[str]:
-    """Issuers a keyless certificate may carry (see the module docstring)."""
+    """Issuers whose keyless signers are classified by the allowlist (module docstring)."""
     if allowlist is None:
         allowlist = allowlist_in_force()[1]
-    return issuers_from(allowlist, trust_roots.root_issuers())
+    return issuers_from(allowlist, trust_roots.root_issuers() + maintainer_issuers())
+
+
+def maintainer_issuers() -> list[str]:
+    """The issuers maintainers accepted (``AcceptedIssuer`` rows)."""
+    return list(AcceptedIssuer.objects.order_by("issuer").values_list("issuer", flat=True))
+
+
+_ISSUER_URL = URLValidator(schemes=["https"])
+
+
+def issuer_check(issuer: str) -> str:
+    """``issuer`` as it will be matched (exactly, trimmed), or ``ValidationError``: an
+    ``https://`` URL, as Fulcio writes OIDC issuers into certificates."""
+    value = (issuer or "").strip()
+    if not value:
+        raise ValidationError("An issuer is required.", code="issuer_required")
+    if any(c.isspace() or not c.isprintable() for c in value):
+        raise ValidationError(
+            "An issuer is one URL: no spaces or control characters.", code="issuer_invalid"
+        )
+    try:
+        _ISSUER_URL(value)
+    except ValidationError:
+        raise ValidationError(
+            f"{value[:200]!r} is not an https:// URL (OIDC issuers are https URLs).",
+            code="issuer_invalid",
+        ) from None
+    return value
+
+
+def issuer_accept(*, issuer: str, note: str = "", by: Any = None) -> AcceptedIssuer:
+    """Accept ``issuer`` for keyless signatures (recorded with who and when); the verification
+    policy picks it up on the next upload (``ingest.policy_snapshot`` versions the table)."""
+    value = issuer_check(issuer)
+    if AcceptedIssuer.objects.filter(issuer=value).exists():
+        raise ValidationError(f"{value} is already accepted.", code="issuer_exists")
+    return AcceptedIssuer.objects.create(
+        issuer=value,
+        note=" ".join((note or "").split())[:500],
+        added_by=by if getattr(by, "is_authenticated", False) else None,
+    )
 
 
 def issuers_from(allowlist: al.Allowlist | None, root_issuers: list[str]) -> list[str]:
@@ -126,6 +174,7 @@ class SignerDecision:
     counted: bool
     label: str
     key: SigningKey | None = None
+    issuer_listed: bool = True  # False: a keyless issuer this site does not accept
 
     @property
     def slug(self) -> str:
@@ -146,6 +195,12 @@ class SignerDecision:
             )
         if self.counted:
             return f"{self.signer_class} signer {self.label!r} on the allowlist: counted"
+        if not self.issuer_listed:
+            return (
+                f"reported: {self.identity} via {self.issuer} is verified, but this site does "
+                "not accept that issuer (not in the accepted issuers; a maintainer may accept "
+                "it, then the allowlist classifies it); shown, never counted"
+            )
         return (
             f"reported: {self.identity} via {self.issuer} is verified but not on the allowlist; "
             "shown, never counted"
@@ -166,10 +221,14 @@ def key_source_id(fingerprint: str) -> str:
     return al.source_id(KEY_ISSUER, f"sha256:{fingerprint}")
 
 
-def classify_keyless(issuer: str, identity: str, allowlist: al.Allowlist | None) -> SignerDecision:
+def classify_keyless(
+    issuer: str, identity: str, allowlist: al.Allowlist | None, *, issuer_listed: bool = True
+) -> SignerDecision:
+    """``issuer_listed`` false: the issuer is accepted nowhere, so the signer is reported
+    whatever the allowlist says (an allowlist entry's issuer is accepted, so none matches)."""
     result = al.classify_signer(allowlist, issuer, identity)
     slug = al.source_slug(issuer, identity)
-    if result.allowlisted:
+    if result.allowlisted and issuer_listed:
         signer_class = _CLASS_FROM_ALLOWLIST[result.class_]
         label = result.label or source_label(result.class_, identity, slug)
     else:
@@ -181,8 +240,9 @@ def classify_keyless(issuer: str, identity: str, allowlist: al.Allowlist | None)
         identity=identity,
         source_id=al.source_id(issuer, identity),
         signer_class=signer_class,
-        counted=result.allowlisted,
+        counted=result.allowlisted and issuer_listed,
         label=label[:200],
+        issuer_listed=issuer_listed,
     )
 
 
@@ -212,7 +272,9 @@ def classify(
         )
     assert claims.issuer
     assert claims.identity
-    return classify_keyless(claims.issuer, claims.identity, allowlist)
+    return classify_keyless(
+        claims.issuer, claims.identity, allowlist, issuer_listed=claims.issuer_listed
+    )
 
 
 def signer_upsert(decision: SignerDecision, *, allowlist_row: Allowlist | None) -> Signer:
@@ -231,7 +293,9 @@ def signer_upsert(decision: SignerDecision, *, allowlist_row: Allowlist | None) 
         locked = Allowlist.objects.select_for_update().filter(pk=allowlist_row.pk).first()
         current_row, current = allowlist_in_force()
         if locked is not None and current_row is not None and current_row.pk != locked.pk:
-            decision = classify_keyless(decision.issuer, decision.identity, current)
+            decision = classify_keyless(
+                decision.issuer, decision.identity, current, issuer_listed=decision.issuer_listed
+            )
             allowlist_row = current_row
     signer, created = Signer.objects.get_or_create(
         source_id=decision.source_id,

@@ -3,12 +3,15 @@
 Untrusted documents (bundles, statements, manifests, CTRF reports, trusted roots) are decoded with
 hard limits: total size, nesting depth, members per object, total number of values, length of a
 number literal, and no duplicate keys (two parsers that keep different duplicates would disagree
-about what was signed). ``NaN``/``Infinity`` are rejected.
+about what was signed). ``NaN``/``Infinity`` are rejected, and so is text no database column can
+hold: a NUL character (PostgreSQL text and jsonb refuse U+0000) or an unpaired surrogate (not
+UTF-8 at all) anywhere in a key or a string, named by its path (``unstorable_text``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,7 +100,68 @@ def load_json(data: bytes | str, *, what: str, limits: JSONLimits = DEFAULT_LIMI
     except ValueError as exc:  # e.g. int() digit limits
         raise JSONLimitError(f"{what}: not valid JSON ({exc})") from None
     _check_shape(document, what=what, limits=limits)
+    if _MAYBE_UNSTORABLE.search(text):
+        problem = unstorable_text(document, what=what)
+        if problem is not None:
+            raise JSONLimitError(problem)
     return document
+
+
+# Cheap pre-check on the JSON text: the escapes (or raw characters) that decode to NUL or to a
+# surrogate; only then is the document walked (a paired surrogate escape decodes to one good
+# character and passes the walk).
+_MAYBE_UNSTORABLE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])|[\x00\ud800-\udfff]")
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _describe(char: str) -> str:
+    if char == "\x00":
+        return "a NUL character (U+0000)"
+    return f"an unpaired surrogate (U+{ord(char):04X})"
+
+
+def unstorable_text(value: Any, *, what: str) -> str | None:
+    """Why ``value`` (decoded JSON, or any str/dict/list of them) cannot be stored as text —
+    ``"{what}: predicate.phases.deployment.message contains a NUL character (U+0000)…"`` —
+    or ``None`` when every key and string can."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        node, path = stack.pop()
+        if type(node) is str:
+            found = _UNSTORABLE.search(node)
+            if found is not None:
+                where = path or "the value"
+                return (
+                    f"{what}: {where} contains {_describe(found.group())}, which cannot be "
+                    "stored as text"
+                )
+        elif type(node) is dict:
+            for key, child in node.items():
+                key_text = str(key)
+                found = _UNSTORABLE.search(key_text)
+                if found is not None:
+                    return (
+                        f"{what}: a key in {path or 'the document'} contains "
+                        f"{_describe(found.group())}, which cannot be stored as text"
+                    )
+                stack.append((child, f"{path}.{key_text}" if path else key_text))
+        elif type(node) in (list, tuple):
+            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(node))
+    return None
+
+
+def storable(value: Any) -> Any:
+    """``value`` with every NUL and unpaired surrogate in its strings (and keys) written as an
+    escape (``\\x00``, ``\\ud800``): for the upload log, which records refused input."""
+    if isinstance(value, str):
+        if _UNSTORABLE.search(value) is None:
+            return value
+        return value.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode()
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(v) for v in value]
+    return value
 
 
 def _check_shape(document: Any, *, what: str, limits: JSONLimits) -> None:

@@ -98,9 +98,12 @@ def verify_evidence(
     allow_artifact_subject: bool = False,
     artifact: bytes | None = None,
     now: datetime | None = None,
+    report_unlisted_issuers: bool = False,
 ) -> VerificationReport:
     """Verify ``data``; ``artifact``: the signed file, for a message signature (and checked
-    against a DSSE statement's subject). ``now``: the clock ``attestedAt`` is checked against."""
+    against a DSSE statement's subject). ``now``: the clock ``attestedAt`` is checked against.
+    ``report_unlisted_issuers``: a keyless signature by an issuer not in ``issuer`` passes,
+    flagged (``outcome.signer.issuer_listed``), instead of failing."""
     transcript = Transcript()
     tarball = is_archive(data)
     report = VerificationReport(transcript=transcript, kind="tarball" if tarball else "bundle")
@@ -159,6 +162,7 @@ def verify_evidence(
             extra_policies=extra_policies or None,
             public_keys=public_keys,
             artifact=artifact,
+            report_unlisted_issuers=report_unlisted_issuers,
         )
     except ValueError as exc:
         # Only configuration can cause this (no enabled trusted root, no accepted issuer).
@@ -210,3 +214,22 @@ def verify_evidence(
             + ", ".join(sorted(summary.ctrf)),
         )
     return report
+
+
+def signed_payload(data: bytes) -> bytes | None:
+    """The DSSE payload ``data`` carries (a bundle, or an evidence directory's attestation),
+    parsed but not verified; ``None`` when there is none.
+
+    For bytes that were verified before (stored evidence), this is the verified statement:
+    migration 0005 reads stored records' identity with it.
+    """
+    try:
+        if is_archive(data):
+            bundle_bytes = open_summary_bundle(data).signed_bundle
+            if bundle_bytes is None:
+                return None
+        else:
+            bundle_bytes = data
+        return parse_bundle(bundle_bytes).payload
+    except (BundleError, SummaryBundleError):
+        return None

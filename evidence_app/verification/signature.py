@@ -21,10 +21,14 @@ verifies in the same call — chain to a Fulcio CA of the trusted root at the lo
 signing time, embedded SCT from a trusted CT log, inclusion proof + signed checkpoint (+ SET)
 from a trusted Rekor key, and the signature itself with that certificate's key. Any change to
 the SAN or issuer bytes breaks the CA signature over the certificate, so the chain check fails;
-a certificate genuinely issued for another identity fails the exact policy. The issuer is
-never learnt from the certificate: it must be one of the caller's expected issuers. The claims
-reported in the outcome are read from the same, now verified, certificate. Extra policies
-(e.g. ``OIDCSourceRepositoryURI``) are added with ``AllOf``.
+a certificate genuinely issued for another identity fails the exact policy. The issuer must be
+one of the caller's expected issuers — unless the caller asks to ``report_unlisted_issuers``:
+then a certificate whose issuer is not listed is verified with that issuer pinned exactly as the
+SAN is (read from the very certificate the chain check then verifies, so it cannot be forged),
+and the outcome says ``SignerClaims.issuer_listed`` is false — a good signature by a signer
+whose identity provider the caller does not vouch for (the site reports such evidence, never
+counts it). The claims reported in the outcome are read from the same, now verified,
+certificate. Extra policies (e.g. ``OIDCSourceRepositoryURI``) are added with ``AllOf``.
 """
 
 from __future__ import annotations
@@ -113,6 +117,7 @@ class SignerClaims:
     rekor_log_id: str | None = None
     integrated_time: datetime | None = None
     timestamp_authority_time: datetime | None = None
+    issuer_listed: bool = True  # False: verified, but not one of the caller's expected issuers
     # key-signed
     key_fingerprint: str | None = None
     key_id: str | None = None
@@ -378,6 +383,7 @@ def _verify_keyless_parsed(
     issuer: str | Iterable[str],
     extra_policies: Mapping[str, str] | Iterable[Any] | None,
     digest: str | None,
+    report_unlisted_issuers: bool = False,
 ) -> SignatureOutcome:
     from sigstore.hashes import Hashed
     from sigstore.models import Bundle
@@ -421,13 +427,15 @@ def _verify_keyless_parsed(
     sans = certificate_identities(cert)
     cert_issuers = certificate_issuers(claims)
 
-    # The issuer is pinned to a caller-expected value, never learnt from the certificate.
+    # The issuer is pinned to a caller-expected value, or (report_unlisted_issuers) to the
+    # certificate's own value, flagged as unlisted.
     if not cert_issuers:
         return fail("invalid", "signing certificate carries no OIDC issuer extension")
     if len(cert_issuers) != 1:
         return fail("invalid", "signing certificate carries two different OIDC issuers")
     pinned_issuer = cert_issuers[0]
-    if pinned_issuer not in issuers:
+    issuer_listed = pinned_issuer in issuers
+    if not issuer_listed and not report_unlisted_issuers:
         expected = ", ".join(issuers)
         return fail(
             "invalid",
@@ -504,6 +512,7 @@ def _verify_keyless_parsed(
         mode="keyless",
         identity=pinned_identity,
         issuer=pinned_issuer,
+        issuer_listed=issuer_listed,
         claims=dict(claims),
         certificate_sha256=certificate_sha256(cert),
         certificate_not_before=cert.not_valid_before_utc,
@@ -524,6 +533,7 @@ def _verify_keyless_parsed(
         detail=_one_line(
             f"keyless {what} verified: {pinned_identity} via {pinned_issuer} "
             f"(trusted root {verified_root.name})"
+            + ("" if issuer_listed else "; the issuer is not one this site accepts")
         ),
         mode="keyless",
         content=parsed.content,
@@ -789,10 +799,11 @@ def verify_signature(
     public_keys: Sequence[bytes | str] | Mapping[str, bytes | str] = (),
     artifact: bytes | None = None,
     artifact_sha256: str | None = None,
+    report_unlisted_issuers: bool = False,
 ) -> SignatureOutcome:
     """Verify keyless when the bundle carries a certificate, else key-signed (publicKey hint or a
     bare DSSE envelope) against ``public_keys``. Keyless needs ``trusted_root`` and ``issuer``
-    (``ValueError`` otherwise)."""
+    (``ValueError`` otherwise); ``report_unlisted_issuers``: see the module docstring."""
     digest = _artifact_digest(artifact, artifact_sha256)
     parsed = _parse(bundle_bytes)
     if isinstance(parsed, SignatureOutcome):
@@ -808,5 +819,6 @@ def verify_signature(
             issuer=_issuers(issuer),
             extra_policies=extra_policies,
             digest=digest,
+            report_unlisted_issuers=report_unlisted_issuers,
         )
     return _verify_keyed_parsed(parsed, public_keys=public_keys, artifact=artifact, digest=digest)

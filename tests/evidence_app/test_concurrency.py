@@ -1,8 +1,10 @@
-"""The same bundle uploaded twice at the same moment gives one record and two good answers
-(PostgreSQL: real concurrent transactions; the unique sha256 decides)."""
+"""The same statement uploaded twice at the same moment (the same bytes, or two wrappers of it)
+gives one record and two good answers (PostgreSQL: real concurrent transactions; the unique
+``(signer, payload_sha256)`` and ``sha256`` decide)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -30,8 +32,8 @@ def racing(monkeypatch: pytest.MonkeyPatch) -> threading.Barrier:
     barrier = threading.Barrier(2, timeout=30)
     lookup = ingest_module._existing
 
-    def look_then_wait(sha256: str) -> Any:
-        found = lookup(sha256)
+    def look_then_wait(*args: Any) -> Any:
+        found = lookup(*args)
         barrier.wait()
         return found
 
@@ -115,3 +117,34 @@ def test_the_service_returns_the_winner_on_a_racing_insert(
     assert sorted((r.http_status, r.created) for r in results) == [(200, False), (201, True)]
     assert results[0].evidence.pk == results[1].evidence.pk
     assert Evidence.objects.count() == 1
+
+
+def test_two_wrappers_of_one_statement_racing_make_one_record(
+    racing: threading.Barrier, private_sigstore: PrivateSigstore, real_catalog: Catalog
+) -> None:
+    """A bundle and the same bundle re-indented (other bytes, same signed statement)."""
+    trust_roots.production_root_ensure()
+    signers.seeded_allowlist_ensure()
+    trust_roots.trust_root_add(
+        name="race instance", trusted_root_json=private_sigstore.trusted_root_json()
+    )
+    recipe = Recipe.objects.get(catalog=real_catalog, name=EXAMPLE_RECIPE)
+    bundle = private_sigstore.sign_dsse(
+        statement_for(recipe), identity=UNKNOWN_IDENTITY, issuer=GITHUB_ISSUER
+    ).bundle
+    wrappers = iter([bundle, json.dumps(json.loads(bundle), indent=7).encode()])
+    lock = threading.Lock()
+
+    def upload() -> Any:
+        with lock:
+            data = next(wrappers)
+        return ingest_module.evidence_ingest(
+            data=data, artifact=None, filename="e.json", user=None, channel="api"
+        )
+
+    results = _in_threads(upload)
+
+    assert sorted((r.http_status, r.created) for r in results) == [(200, False), (201, True)]
+    assert results[0].evidence.pk == results[1].evidence.pk
+    assert Evidence.objects.count() == 1
+    assert UploadLog.objects.count() == 2

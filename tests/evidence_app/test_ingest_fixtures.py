@@ -6,7 +6,8 @@ an empty allowlist, so no other issuer sneaks in), the identity is pinned with a
 and extra policies come from the case; key cases register the case's ``key.pub``.
 
 Bad signatures are ``invalid`` (or ``unsupported`` where allowed) at ``parse``/``signature``;
-good fixtures are generic (SLSA provenance, npm attestations, plain message signatures), so they
+a good signature by another issuer than the case's passes ``signature``, reported. Good
+fixtures are generic (SLSA provenance, npm attestations, plain message signatures), so they
 are ``rejected`` at ``statement``, never at ``signature``. Nothing but an UploadLog is stored.
 """
 
@@ -27,6 +28,7 @@ from tests.shared_data import SHARED
 
 FIXTURES = SHARED / "fixtures" / "sigstore"
 CASES = sorted(p for p in FIXTURES.iterdir() if (p / "expected.json").is_file())
+UNLISTED_ISSUER_CASE = "keyless-dsse-wrong-issuer_fail"
 
 
 def _configure(case_dir: Path, expected: dict[str, Any], settings: SettingsWrapper) -> None:
@@ -69,6 +71,14 @@ def test_it_ingests_every_fixture_case_as_expected(
         assert (result.verdict, result.failed_step) == ("rejected", "statement"), result.reason
         assert [s["step"] for s in result.transcript] == ["parse", "signature", "statement"]
         assert result.transcript[1]["ok"] is True
+    elif case_dir.name == UNLISTED_ISSUER_CASE:
+        # The signature is good, its issuer is not the accepted one: the site reports such a
+        # signer instead of calling the signature invalid (test_accepted_issuers.py); this
+        # fixture's statement is not AICR evidence, so it stops there.
+        assert (result.verdict, result.failed_step) == ("rejected", "statement"), result.reason
+        assert result.transcript[1]["ok"] is True
+        assert "the issuer is not one this site accepts" in result.transcript[1]["detail"]
+        assert (result.signer["class"], result.signer["counted"]) == ("reported", False)
     else:
         allowed = {"invalid"}
         if "reject-unsupported" in expected.get("acceptable_results", []):

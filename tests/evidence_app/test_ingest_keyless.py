@@ -175,13 +175,15 @@ def test_it_checks_the_artifact_when_one_is_given(
     assert bytes(right.evidence.artifact) == recipe_yaml
 
 
-def test_it_refuses_an_issuer_that_is_not_accepted(
+def test_it_reports_a_signer_whose_issuer_is_not_accepted(
     ingest: Any,
     private_root: TrustRoot,
     private_sigstore: PrivateSigstore,
     example_recipe: Recipe,
     settings: Any,
 ) -> None:
+    """The signature is good; the issuer is unknown: reported, never counted (more in
+    test_accepted_issuers.py). A private root's issuers are accepted ones."""
     statement = statement_for(example_recipe)
     signed = private_sigstore.sign_dsse(
         statement, identity="mallory@example.net", issuer="https://idp.example.net"
@@ -189,13 +191,20 @@ def test_it_refuses_an_issuer_that_is_not_accepted(
 
     result = ingest(signed.bundle)
 
-    assert (result.verdict, result.failed_step) == ("invalid", "signature")
-    assert "https://idp.example.net" in result.reason
+    assert (result.verdict, result.failed_step) == ("verified", "")
+    assert (result.signer["class"], result.signer["counted"]) == ("reported", False)
+    assert "does not accept that issuer" in result.transcript[-1]["detail"]
 
     TrustRoot.objects.filter(pk=private_root.pk).update(accepted_issuers="https://idp.example.net")
-    result = ingest(signed.bundle)
+    other = private_sigstore.sign_dsse(
+        statement_for(example_recipe, attested_at=datetime.now(UTC) - timedelta(hours=2)),
+        identity="mallory@example.net",
+        issuer="https://idp.example.net",
+    )
+    result = ingest(other.bundle)
     assert result.verdict == "verified", result.reason
     assert result.signer["class"] == "reported"
+    assert "not on the allowlist" in result.transcript[-1]["detail"]
 
 
 def test_it_pins_identities_with_the_identity_regex_setting(

@@ -18,6 +18,7 @@ from evidence_app.services import ingest as ingest_module
 from evidence_app.services import keys, signers
 from recipes_app.models import Recipe
 from tests.evidence_factories import GITHUB_ISSUER, UNKNOWN_IDENTITY, statement_for
+from tests.factories import CatalogFactory, RecipeFactory
 from tests.sigstore_private import PrivateSigstore, generate_key, public_pem, sign_dsse_with_key
 
 pytestmark = pytest.mark.skipif(
@@ -102,14 +103,15 @@ def test_the_policy_is_read_once_while_nothing_changes(
     assert again is first
     assert len(queries) == 1
 
-    # A known signer, new bytes: version, bind, existing?, signer, Evidence, UploadLog.
+    # A known signer, new bytes, a recipe bound before: the version, the signer with its
+    # record of this statement (none), the Evidence and UploadLog inserts.
     assert ingest(_keyless(private_sigstore, example_recipe, 1, UNKNOWN_IDENTITY)).ok
     bundle = _keyless(private_sigstore, example_recipe, 2, UNKNOWN_IDENTITY)
     with CaptureQueriesContext(connection) as queries:
         result = ingest(bundle)
     assert result.created
     statements = [q["sql"] for q in queries.captured_queries]
-    assert len([s for s in statements if "SAVEPOINT" not in s]) <= 6, statements
+    assert len([s for s in statements if "SAVEPOINT" not in s]) == 4, statements
 
     # The same bytes again: nothing new is written but the UploadLog row.
     count = Evidence.objects.count()
@@ -117,3 +119,21 @@ def test_the_policy_is_read_once_while_nothing_changes(
     assert (again_result.http_status, again_result.created) == (200, False)
     assert Evidence.objects.count() == count
     assert UploadLog.objects.filter(sha256=result.evidence.sha256).count() == 2
+
+
+def test_a_catalog_import_is_seen_by_the_next_bind(
+    ingest: Any,
+    private_root: TrustRoot,
+    private_sigstore: PrivateSigstore,
+    example_recipe: Recipe,
+) -> None:
+    """Binds are cached under the policy version, which counts the catalog versions."""
+    first = ingest(_keyless(private_sigstore, example_recipe, 1, UNKNOWN_IDENTITY))
+    assert "of the current catalog" in first.transcript[3]["detail"]
+
+    newer = CatalogFactory()
+    RecipeFactory(catalog=newer, name=example_recipe.name)  # same name, another digest
+    second = ingest(_keyless(private_sigstore, example_recipe, 2, UNKNOWN_IDENTITY))
+
+    assert second.verdict == "verified", second.reason
+    assert f"older catalog #{example_recipe.catalog_id}" in second.transcript[3]["detail"]
