@@ -212,6 +212,14 @@ CELERY_TASK_ROUTES = {
     "validators_app.tasks.*": {"queue": "validation"},
     "evidence_app.tasks.*": {"queue": "ingest"},
 }
+# Stored consensus badges whose counted runs aged into staleness (evidence_app.services.consensus;
+# list reads refresh them too, so this only keeps that work off requests).
+CELERY_BEAT_SCHEDULE = {
+    "consensus-refresh-expired": {
+        "task": "evidence_app.tasks.consensus_refresh_expired",
+        "schedule": float(os.environ.get("CONSENSUS_REFRESH_SECONDS", "300")),
+    },
+}
 
 LOGGING = {
     "version": 1,
