@@ -5,13 +5,14 @@ rests on leaves the stored rows exactly as a full recomputation would, the list 
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
 import time_machine
-from django.db import connection
+from django.db import connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -237,7 +238,7 @@ def test_the_periodic_task_refreshes_expired_rows_only(evidence_db: None) -> Non
     refreshed = dict(RecipeConsensusState.objects.values_list("recipe_id", "refreshed_at"))
 
     with time_machine.travel(timezone.now() + timedelta(hours=2), tick=False):
-        assert consensus_refresh_expired.delay().get() == 1
+        assert consensus_refresh_expired() == 1  # the task body, run in-process
         assert stored() == recomputed()
     after = dict(RecipeConsensusState.objects.values_list("recipe_id", "refreshed_at"))
     assert after[fresh.pk] == refreshed[fresh.pk]
@@ -304,3 +305,52 @@ def test_it_backfills_an_empty_table_once(evidence_db: None) -> None:
     assert consensus.backfill_if_empty() == 1
     assert stored() == recomputed()
     assert consensus.backfill_if_empty() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_uploads_at_once_both_reach_the_stored_badge(
+    evidence_db: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two counted uploads for one recipe, each in its own transaction, refreshing at the same
+    moment: neither sees the other's uncommitted row, so without the per-recipe lock the
+    later commit would store a badge missing the earlier run."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite serialises the two writers before either refreshes")
+    recipe = RecipeFactory(catalog=CatalogFactory(), checks=CHECKS)
+    pair = [SignerFactory(), SignerFactory()]
+    both_stored = threading.Barrier(2, timeout=20)
+    real_lock = consensus._lock
+
+    def lock_after_both_stored(names: Any) -> None:
+        both_stored.wait()
+        real_lock(names)
+
+    monkeypatch.setattr(consensus, "_lock", lock_after_both_stored)
+    errors: list[BaseException] = []
+
+    def upload(signer: Signer) -> None:
+        try:
+            with transaction.atomic():
+                EvidenceFactory(
+                    recipe=recipe,
+                    signer=signer,
+                    check_results={
+                        "deployment": [{"name": "operator-health", "status": "passed"}],
+                        "conformance": [{"name": "dra-support", "status": "passed"}],
+                    },
+                )
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=upload, args=(signer,)) for signer in pair]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    row = RecipeConsensusState.objects.get(recipe=recipe)
+    assert row.state == CONFIRMED  # two counted signers pass every declared check
+    assert stored() == recomputed()
