@@ -4,6 +4,7 @@ rests on leaves the stored rows exactly as a full recomputation would, the list 
 
 from __future__ import annotations
 
+import io
 import random
 import threading
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 import time_machine
+from django.core.management import call_command
 from django.db import connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -353,4 +355,16 @@ def test_two_uploads_at_once_both_reach_the_stored_badge(
     assert errors == []
     row = RecipeConsensusState.objects.get(recipe=recipe)
     assert row.state == CONFIRMED  # two counted signers pass every declared check
+    assert stored() == recomputed()
+
+
+def test_the_refresh_command_restores_every_badge(evidence_db: None) -> None:
+    recipe = RecipeFactory(checks=CHECKS)
+    EvidenceFactory(recipe=recipe)
+    RecipeConsensusState.objects.update(state=CONFIRMED, badge="CONFIRMED|0|9|0|")  # drifted
+    out = io.StringIO()
+
+    call_command("refresh_consensus", stdout=out)
+
+    assert out.getvalue().startswith("1 recipe badges stored")
     assert stored() == recomputed()
