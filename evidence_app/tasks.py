@@ -22,5 +22,5 @@ def ingest_oci(self: Task, upload_id: int) -> str | None:
 @shared_task(name="evidence_app.tasks.consensus_refresh_expired", acks_late=True)
 def consensus_refresh_expired() -> int:
     """Refresh the stored consensus badges a counted run has aged out of since (beat runs it
-    every CONSENSUS_REFRESH_SECONDS, so list reads rarely have to); returns the rows kept."""
+    every CONSENSUS_REFRESH_SECONDS, so list reads rarely have to); returns the badges stored."""
     return consensus.consensus_refresh_expired()
