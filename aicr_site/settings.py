@@ -212,14 +212,6 @@ CELERY_TASK_ROUTES = {
     "validators_app.tasks.*": {"queue": "validation"},
     "evidence_app.tasks.*": {"queue": "ingest"},
 }
-# Stored consensus badges whose counted runs aged into staleness (evidence_app.services.consensus;
-# list reads refresh them too, so this only keeps that work off requests).
-CELERY_BEAT_SCHEDULE = {
-    "consensus-refresh-expired": {
-        "task": "evidence_app.tasks.consensus_refresh_expired",
-        "schedule": float(os.environ.get("CONSENSUS_REFRESH_SECONDS", "300")),
-    },
-}
 
 LOGGING = {
     "version": 1,
@@ -279,3 +271,14 @@ EVIDENCE_OCI_TIMEOUT_SECONDS = float(os.environ.get("EVIDENCE_OCI_TIMEOUT_SECOND
 EVIDENCE_OCI_LEASE_SECONDS = float(os.environ.get("EVIDENCE_OCI_LEASE_SECONDS", str(15 * 60)))
 # Evidence attested longer ago than this is stale ("older than 30 days").
 EVIDENCE_STALE_AFTER_DAYS = int(os.environ.get("EVIDENCE_STALE_AFTER_DAYS", "30"))
+
+# Stored consensus badges whose counted runs aged into staleness (evidence_app.services.consensus;
+# list reads refresh them too, so this only keeps that work off requests). Added to whatever
+# schedule the settings above define.
+CELERY_BEAT_SCHEDULE = {
+    **globals().get("CELERY_BEAT_SCHEDULE", {}),
+    "consensus-refresh-expired": {
+        "task": "evidence_app.tasks.consensus_refresh_expired",
+        "schedule": float(os.environ.get("CONSENSUS_REFRESH_SECONDS", "300")),
+    },
+}
