@@ -25,11 +25,18 @@
 2. Consensus at 1,000 evidence records: one real recipe, 250 signers x 4 runs over four AICR
    versions with per-check CTRF results for the recipe's declared checks; 200 requests of the
    recipe detail page and 200 calls of ``consensus_grid``, p50/p95 and SQL queries per request;
-   the same with 10 records. Then ``/recipes/`` with 100,000 records over the whole catalog.
+   the same with 10 records.
+
+3. ``/recipes/`` with 100,000 records over the whole catalog (bulk-written, then every stored
+   consensus badge computed once, as the backfill does): the list with no change in between;
+   the refresh a counted ingest adds (its recipe's badge, in its transaction) and the list
+   request right after each such ingest; a withdrawal; a re-classified signer whose runs span
+   every recipe; the expiry check every list read makes.
 
 Needs PostgreSQL (``BENCH_DATABASE_URL``, default a scratch database ``aicr_bench_evidence`` on
 127.0.0.1:5432, created and dropped here). Prints figures; asserts nothing.
-Run: ``.venv/bin/python bench/evidence.py [--n 150] [--list-rows 100000] [--profile]``.
+Run: ``.venv/bin/python bench/evidence.py [--n 150] [--list-rows 100000] [--profile]``
+(``--skip-ingest``, ``--skip-grid``, ``--skip-consensus`` leave parts out).
 """
 
 from __future__ import annotations
@@ -101,6 +108,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile keyless ingest")
     parser.add_argument("--skip-ingest", action="store_true")
     parser.add_argument("--skip-consensus", action="store_true")
+    parser.add_argument("--skip-grid", action="store_true", help="part 3 without part 2")
     args = parser.parse_args()
 
     import psycopg
@@ -118,7 +126,8 @@ def main() -> None:
         if not args.skip_ingest:
             section(lambda: bench_ingest(args.n, profile=args.profile))
         if not args.skip_consensus:
-            section(lambda: bench_consensus(args.requests))
+            if not args.skip_grid:
+                section(lambda: bench_consensus(args.requests))
             section(lambda: bench_list(args.requests, list_rows=args.list_rows))
     finally:
         from django.db import connections
@@ -730,12 +739,12 @@ def bench_consensus(requests: int) -> None:
 def bench_list(requests: int, *, list_rows: int) -> None:
     """``/recipes/`` with ``list_rows`` evidence records over the whole current catalog (the
     grid recipe's rows from part 2 included)."""
-    from django.core.cache import cache
-    from django.db import connection
+    from django.db import connection, transaction
     from django.test import Client
 
-    from evidence_app import selectors
     from evidence_app.models import Evidence
+    from evidence_app.services import consensus
+    from evidence_app.services.withdrawal import evidence_withdraw
     from recipes_app.models import Catalog, Recipe
 
     catalog = Catalog.objects.current()
@@ -775,29 +784,11 @@ def bench_list(requests: int, *, list_rows: int) -> None:
         f"of the current catalog ({total / len(recipes):.0f} per recipe, {n_signers} "
         f"signers, {n_counted} counted; table {size / 2**20:.0f} MiB; made in {setup_s:.0f} s)"
     )
-    cache.clear()
     start = time.perf_counter()
-    states = selectors.recipe_consensus_states(catalog=catalog)
-    cold = time.perf_counter() - start
-    start = time.perf_counter()
-    selectors.evidence_generation()
-    generation = time.perf_counter() - start
+    stored = consensus.consensus_refresh()
     print(
-        f"  recipe_consensus_states, cache cold: {ms(cold)} ms ({len(states)} recipes with a "
-        f"state); the generation aggregate alone: {ms(generation)} ms"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN " + selectors.generation_sql())
-        plan = [line for (line,) in cursor.fetchall()]
-    seq = [line.strip() for line in plan if "Seq Scan" in line]
-    print(f"  generation plan: {len(plan)} lines, sequential scans: {seq or 'none'}")
-    _measure("evidence_generation()", selectors.evidence_generation, requests)
-    cache.clear()
-    start = time.perf_counter()
-    response = client.get("/recipes/")
-    print(
-        f"  GET /recipes/ first request (cache cold): {ms(time.perf_counter() - start)} ms, "
-        f"status {response.status_code}"
+        f"  full recompute and store of every badge (the backfill, a new catalog version): "
+        f"{ms(time.perf_counter() - start)} ms ({stored} recipes with counted evidence)"
     )
     filter_sets = [
         "",
@@ -812,7 +803,6 @@ def bench_list(requests: int, *, list_rows: int) -> None:
     per_filter: dict[str, set[int]] = {}
 
     def get() -> None:
-        from django.db import connection
         from django.test.utils import CaptureQueriesContext
 
         query = filter_sets[next(counter) % len(filter_sets)]
@@ -821,10 +811,73 @@ def bench_list(requests: int, *, list_rows: int) -> None:
         assert response.status_code == 200, (query, response.status_code)
         per_filter.setdefault(query or "(none)", set()).add(len(ctx.captured_queries))
 
-    _measure("GET /recipes/ (7 filter sets, states cached)", get, requests)
+    steady = _measure("GET /recipes/ (7 filter sets, no change in between)", get, requests)
     print(
         "     SQL queries per filter set: "
         + ", ".join(f"{q} {sorted(c)}" for q, c in per_filter.items())
+    )
+
+    # What an ingest of a counted record adds: its recipe's refresh, in the same transaction.
+    counted = [s for s in signers if s.counted]
+    refresh_times: list[float] = []
+    refresh_queries: set[int] = set()
+    after_times: list[float] = []
+
+    def ingest_one() -> None:
+        from django.test.utils import CaptureQueriesContext
+
+        evidence = maker.evidence(rng.choice(recipes), rng.choice(counted), 0, rng)
+        evidence.withdrawn_at, evidence.withdrawal_reason, evidence.is_simulated = None, "", False
+        with transaction.atomic():
+            evidence.save(force_insert=True)
+            with CaptureQueriesContext(connection) as ctx:
+                start = time.perf_counter()
+                consensus.evidence_stored(evidence)
+                refresh_times.append(time.perf_counter() - start)
+        refresh_queries.add(len(ctx.captured_queries))
+
+    for _ in range(requests):
+        ingest_one()
+        start = time.perf_counter()
+        get()
+        after_times.append(time.perf_counter() - start)
+    print(
+        f"  refresh per counted ingest (its recipe, ~{total / len(recipes):.0f} records):"
+        f"{'':<9} p50 {ms(percentile(refresh_times, 50))} ms  "
+        f"p95 {ms(percentile(refresh_times, 95))} ms  SQL queries {sorted(refresh_queries)}"
+    )
+    p95_after = percentile(after_times, 95)
+    print(
+        f"  GET /recipes/ right after each of those ingests{'':<11} "
+        f"p50 {ms(percentile(after_times, 50))} ms  p95 {ms(p95_after)} ms  "
+        f"({p95_after / steady[1]:.2f}x the p95 without a change)"
+    )
+
+    live = list(
+        Evidence.objects.counted()
+        .select_related("signer")
+        .only("pk", "recipe_name", "withdrawn_at", "uploaded_by_id", "signer__counted")
+        .order_by("?")[: max(1, requests // 4)]
+    )
+    withdrawals = iter(live)
+    _measure(
+        f"evidence_withdraw (refresh included; {len(live)} calls)",
+        lambda: evidence_withdraw(
+            evidence=next(withdrawals), by=None, roles={"maintainer"}, reason="bench"
+        ),
+        len(live) - 1,
+    )
+    busiest = counted[0]
+    spans = Evidence.objects.filter(signer=busiest).values("recipe_name").distinct().count()
+    _measure(
+        f"signers_changed(one counted signer with runs in {spans} recipes)",
+        lambda: consensus.signers_changed([busiest.pk]),
+        max(3, requests // 20),
+    )
+    _measure(
+        "consensus_refresh_expired(catalog), nothing expired (every list read)",
+        lambda: consensus.consensus_refresh_expired(catalog=catalog),
+        requests,
     )
 
 

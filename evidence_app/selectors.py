@@ -33,10 +33,11 @@ evidence, stale counted runs from ``services.staleness``): the grid, the list ba
 ``?consensus=`` filter and the recipe API all use it, so they cannot disagree.
 
 Every function runs a fixed number of queries whatever the number of evidence rows.
-``recipe_consensus_badges`` (the list page's badges and filter) is cached under a key that
-includes a cheap, index-served "evidence generation" query, so any upload, withdrawal, signer
-class change or new current catalog invalidates it; the entry also expires when its first fresh
-run ages into staleness.
+The list page's badges and ``?consensus=`` filter read each recipe's badge from a stored row
+(``recipes_app.models.RecipeConsensusState``), which ``services.consensus`` keeps current in
+every service that changes evidence, signers or the catalog, from ``recipe_badges_computed``
+(``recipe_consensus`` over the newest counted run per signer): one truth, computed where it
+changes instead of on the next read.
 """
 
 from __future__ import annotations
@@ -48,9 +49,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from django.core.cache import cache
 from django.core.paginator import Page, Paginator
-from django.db import connection
 from django.db.models import (
     BooleanField,
     Count,
@@ -99,7 +98,7 @@ from evidence_app.services.staleness import StaleReason, stale_after_days, stale
 from evidence_app.verification.commands import VerifyCommand, commands_for
 from evidence_app.verification.ctrf import CtrfTest
 from evidence_app.verification.signature import SignatureOutcome, SignerClaims
-from recipes_app.models import DIMENSIONS, Catalog, Recipe
+from recipes_app.models import DIMENSIONS, Catalog, Recipe, RecipeConsensusState
 
 # The filter's choices, best first (what a person looking for validated recipes wants first).
 STATES: tuple[str, ...] = (CONFIRMED, SINGLE, PARTIAL, CONTESTED, FAILING, UNTESTED)
@@ -112,8 +111,6 @@ STATE_DESCRIPTIONS = {
     UNTESTED: "no counted signer has a result",
 }
 GRID_PHASES: tuple[str, ...] = PHASE_ORDER  # deployment, conformance, performance
-CACHE_TIMEOUT = 24 * 60 * 60
-CACHE_PREFIX = "evidence:consensus-badges:v2"
 PAGE_SIZE = 25
 RECENT_EVIDENCE = 20
 WITHDRAWN_SHOWN = 20  # the recipe page lists this many withdrawn runs, then a count
@@ -970,148 +967,115 @@ def _run_of(column: Column) -> _Run:
     )
 
 
-# --- consensus of many recipes at once (list page, badge, filter, API) ----------------------
+# --- consensus of many recipes at once (stored badges: list page, filter, API) -------------
 
 
-GENERATION_WINDOW = 256  # how far back the generation looks for late-committed rows
+@dataclass(frozen=True)
+class ComputedBadges:
+    """``recipe_badges_computed``'s answer: every recipe row's badge and when it expires."""
+
+    badges: dict[tuple[int, str], RecipeBadge]  # (Recipe pk, name) → badge, if counted runs
+    names: frozenset[str]  # the recipe names this covers (counted evidence or not)
+    expires: dict[str, datetime | None]  # name → when its first fresh counted run goes stale
 
 
-def evidence_generation() -> tuple[Any, ...]:
-    """A cheap aggregate that changes whenever anything consensus depends on changes, in one
-    query served by indexes (no scan of the evidence table, whatever its size).
-
-    Evidence rows are only ever inserted, or withdrawn once (never edited otherwise, never
-    deleted), and a signer's class or counting never changes without a SignerClassChange row.
-    So the generation is: the newest evidence id, and how many of the GENERATION_WINDOW ids
-    below it exist (a row committed after a higher id was already visible changes it); the
-    newest withdrawal and the sum of the ids of the GENERATION_WINDOW newest withdrawals
-    (likewise for a withdrawal committed late); the newest SignerClassChange id and how many
-    of the ids below it exist; and the current catalog (staleness compares against it)."""
-    with connection.cursor() as cursor:
-        cursor.execute(generation_sql())
-        row = cursor.fetchone()
-    return tuple(
-        value.isoformat() if isinstance(value, datetime) else value for value in (row or ())
-    )
-
-
-def generation_sql() -> str:
-    """``evidence_generation``'s query (the bench and a test EXPLAIN it)."""
-    evidence = Evidence._meta.db_table
-    change = SignerClassChange._meta.db_table
-    catalog = Catalog._meta
-    catalog_table = catalog.db_table
-    imported = catalog.get_field("imported_at").column
-    window = GENERATION_WINDOW
-    # Table and column names from the models, an integer constant: nothing from a request.
-    return f"""
-        SELECT
-          (SELECT MAX(id) FROM {evidence}),
-          (SELECT COUNT(*) FROM {evidence}
-             WHERE id > (SELECT COALESCE(MAX(id), 0) FROM {evidence}) - {window}),
-          (SELECT MAX(withdrawn_at) FROM {evidence} WHERE withdrawn_at IS NOT NULL),
-          (SELECT SUM(w.id) FROM (
-             SELECT id FROM {evidence} WHERE withdrawn_at IS NOT NULL
-             ORDER BY withdrawn_at DESC, id DESC LIMIT {window}) w),
-          (SELECT MAX(id) FROM {change}),
-          (SELECT COUNT(*) FROM {change}
-             WHERE id > (SELECT COALESCE(MAX(id), 0) FROM {change}) - {window}),
-          (SELECT id FROM {catalog_table} ORDER BY {imported} DESC, id DESC LIMIT 1)
-    """  # noqa: S608
+# What the badges read of each selected run.
+BADGE_FIELDS = (
+    "pk",
+    "recipe_name",
+    "subject_digest",
+    "attested_at",
+    "aicr_version",
+    "validator_catalog_version",
+    "withdrawn_at",
+    "withdrawal_reason",
+    "verdict",
+    "is_demo",
+    "is_simulated",
+    "check_results",
+    "signer",
+    "signer__source_id",
+    "signer__counted",
+    "signer__label",
+)
 
 
-def _cache_key(catalog: Catalog, generation: tuple[Any, ...]) -> str:
-    parts = [str(catalog.pk), catalog.content_digest[:16], *map(str, generation)]
-    return f"{CACHE_PREFIX}:" + ":".join(re.sub(r"[^0-9A-Za-z._-]", "_", p) for p in parts)
+def recipe_badges_computed(
+    *, names: Iterable[str] | None = None, now: datetime | None = None
+) -> ComputedBadges:
+    """The full recomputation of the badges of every recipe row (any catalog version) called
+    one of ``names`` (None: every recipe name): what ``services.consensus`` stores, and what
+    the grid shows (``recipe_consensus`` over the newest counted run of each signer; reported
+    and simulated runs cannot change a state, so they are not read).
 
-
-def recipe_consensus_badges(*, catalog: Catalog | None) -> dict[str, RecipeBadge]:
-    """Recipe name → its badge (state, demo, staleness; default lens) for every recipe of
-    ``catalog`` that has counted evidence; a recipe missing from the map is UNTESTED.
-
-    Computed by ``recipe_consensus``, the function the recipe page's grid uses, from the
-    newest counted run of each (recipe, signer): reported and simulated runs cannot change a
-    state, so they are not read. One query on a cache hit (the generation aggregate); on a
-    miss a constant number more (the runs, the declared checks, the staleness facts). The
-    entry expires when the first of its fresh runs ages into "older than N days".
+    A fixed number of queries (the runs, the staleness facts, the recipes' declared checks)
+    whatever the number of names or evidence rows.
     """
-    if catalog is None:
-        return {}
-    generation = evidence_generation()
-    if not generation[0]:
-        return {}
-    key = _cache_key(catalog, generation)
-    badges = cache.get(key)
-    if badges is None:
-        badges, expires = _compute_recipe_badges(catalog)
-        timeout = CACHE_TIMEOUT
-        if expires is not None:
-            timeout = max(1, min(timeout, int((expires - timezone.now()).total_seconds()) + 1))
-        cache.set(key, badges, timeout)
-    return badges
-
-
-def recipe_consensus_states(*, catalog: Catalog | None) -> dict[str, str]:
-    """Recipe name → consensus state (``recipe_consensus_badges``' states)."""
-    return {name: badge.state for name, badge in recipe_consensus_badges(catalog=catalog).items()}
-
-
-def _compute_recipe_badges(catalog: Catalog) -> tuple[dict[str, RecipeBadge], datetime | None]:
+    now = now or timezone.now()
+    recipes = Recipe.objects.all()
+    if names is not None:
+        recipes = recipes.filter(name__in=sorted(set(names)))
+    rows = list(recipes.order_by().values_list("pk", "name", "checks"))
+    covered = frozenset(name for _, name, _ in rows)
+    if not covered:
+        return ComputedBadges(badges={}, names=covered, expires={})
+    counted = Evidence.objects.counted()
+    counted = counted.filter(recipe_name__in=sorted(covered)) if names is not None else counted
     latest = list(
-        _latest_per(
-            Evidence.objects.counted().filter(
-                recipe_name__in=Recipe.objects.filter(catalog=catalog).values("name")
-            ),
-            "recipe_name",
-            "signer_id",
-        )
+        _latest_per(counted, "recipe_name", "signer_id")
         .select_related("signer")
-        .only(
-            "pk",
-            "recipe_name",
-            "subject_digest",
-            "attested_at",
-            "aicr_version",
-            "validator_catalog_version",
-            "withdrawn_at",
-            "withdrawal_reason",
-            "verdict",
-            "is_demo",
-            "is_simulated",
-            "check_results",
-            "signer",
-            "signer__source_id",
-            "signer__counted",
-            "signer__label",
-        )
+        .only(*BADGE_FIELDS)
         .order_by("-attested_at", "-pk")
     )
-    if not latest:
-        return {}, None
-    stale = staleness_map(latest)
+    latest = [e for e in latest if e.recipe_name in covered]
+    stale = staleness_bulk(latest, now=now) if latest else {}
     runs: dict[str, list[_Run]] = {}
+    ages: dict[str, list[datetime]] = {}
+    stale_after = timedelta(days=stale_after_days())
     for e in latest:
         runs.setdefault(e.recipe_name, []).append(
             _Run(
                 key=e.signer.source_id,
                 counted=is_counted(e),
                 simulated=e.is_simulated,
-                statuses=_statuses(check_outcomes(e.check_results)),
+                statuses=_statuses(check_outcomes(e.check_results, detail=False)),
                 demo=e.is_demo,
                 stale=tuple(reason.code for reason in stale.get(e.pk, [])),
             )
         )
-    checks = Recipe.objects.filter(catalog=catalog, name__in=list(runs)).values_list(
-        "name", "checks"
-    )
+        ages.setdefault(e.recipe_name, []).append(e.attested_at + stale_after)
     badges = {
-        name: recipe_consensus(declared_checks(recipe_checks), runs[name]).badge
-        for name, recipe_checks in checks
+        (pk, name): recipe_consensus(declared_checks(checks), runs[name]).badge
+        for pk, name, checks in rows
+        if name in runs
     }
-    now = timezone.now()
-    ages = [e.attested_at + timedelta(days=stale_after_days()) for e in latest]
-    upcoming = [moment for moment in ages if moment > now]
-    return badges, min(upcoming) if upcoming else None
+    # A run turns "older than N days" once now passes attested_at + N days; the first of
+    # those moments still ahead is when the stored badge stops being true.
+    expires = {
+        name: min((m for m in moments if m >= now), default=None) for name, moments in ages.items()
+    }
+    return ComputedBadges(badges=badges, names=covered, expires=expires)
+
+
+def recipe_consensus_badges(*, catalog: Catalog | None) -> dict[str, RecipeBadge]:
+    """Recipe name → its stored badge (state, demo, staleness; default lens) for every recipe
+    of ``catalog`` that has counted evidence; a recipe missing from the map is UNTESTED.
+
+    One query. The rows are what ``services.consensus`` keeps current (its
+    ``consensus_refresh_expired`` brings time-expired ones up to date: call it first, as
+    ``RecipeFilter`` does).
+    """
+    if catalog is None:
+        return {}
+    stored = RecipeConsensusState.objects.filter(recipe__catalog=catalog).values_list(
+        "recipe__name", "state", "badge"
+    )
+    return {name: RecipeBadge.decode(badge, state=state) for name, state, badge in stored}
+
+
+def recipe_consensus_states(*, catalog: Catalog | None) -> dict[str, str]:
+    """Recipe name → consensus state (``recipe_consensus_badges``' states)."""
+    return {name: badge.state for name, badge in recipe_consensus_badges(catalog=catalog).items()}
 
 
 def state_of(states: Mapping[str, str], name: str) -> str:
@@ -1121,14 +1085,6 @@ def state_of(states: Mapping[str, str], name: str) -> str:
 def badge_of(badges: Mapping[str, RecipeBadge], name: str) -> RecipeBadge:
     """``name``'s badge (a recipe without counted evidence is a plain UNTESTED)."""
     return badges.get(name) or RecipeBadge.decode(None)
-
-
-def names_in_state(states: Mapping[str, str], state: str) -> tuple[set[str], bool]:
-    """``(names, exclude)``: the recipes in ``state`` are ``names`` — or, for UNTESTED (the
-    default of recipes without evidence), every recipe *except* ``names``."""
-    if state == UNTESTED:
-        return {name for name, s in states.items() if s != UNTESTED}, True
-    return {name for name, s in states.items() if s == state}, False
 
 
 # --- verification display helpers -----------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import Task, shared_task
 
-from evidence_app.services import oci
+from evidence_app.services import consensus, oci
 
 
 @shared_task(name="evidence_app.tasks.ingest_oci", acks_late=True, bind=True, max_retries=5)
@@ -17,3 +17,10 @@ def ingest_oci(self: Task, upload_id: int) -> str | None:
     except oci.LeaseHeld as exc:
         raise self.retry(countdown=exc.retry_in, exc=exc) from None
     return log.verdict if log is not None else None
+
+
+@shared_task(name="evidence_app.tasks.consensus_refresh_expired", acks_late=True)
+def consensus_refresh_expired() -> int:
+    """Refresh the stored consensus badges a counted run has aged out of since (beat runs it
+    every CONSENSUS_REFRESH_SECONDS, so list reads rarely have to); returns the badges stored."""
+    return consensus.consensus_refresh_expired()

@@ -1,8 +1,9 @@
 """The recipe filters, shared by the HTML list and the API so both accept exactly the same input.
 
 ``consensus`` filters on the recipe-level consensus state (AICR's rules over signed evidence,
-default lens), read from ``evidence_app.selectors.recipe_consensus_badges`` (cached): the same
-computation as the recipe page's grid, so a badge, the filter and the page always agree.
+default lens), joined from each recipe's stored ``RecipeConsensusState`` (kept current by
+``evidence_app.services.consensus`` from the recipe page grid's own computation), so a badge,
+the filter and the page always agree.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import django_filters
-from django.db.models import Case, CharField, QuerySet, Value, When
+from django.db.models import CharField, F, Q, QuerySet, Value
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest
-from django.utils.functional import cached_property
 
 from evidence_app import selectors as evidence_selectors
-from evidence_app.selectors import UNTESTED, RecipeBadge
+from evidence_app.selectors import UNTESTED
+from evidence_app.services import consensus as stored_consensus
 from recipes_app.models import DIMENSIONS, Catalog, Recipe, RecipeQuerySet
 
 MAX_QUERY_LENGTH = 200
@@ -64,8 +66,14 @@ class RecipeFilter(django_filters.FilterSet):
         base = queryset if queryset is not None else Recipe.objects.all()
         base = base.filter(catalog=self.catalog_version) if self.catalog_version else base.none()
         super().__init__(data, base, request=request, prefix=prefix)
-        # One query for every facet: the criteria of every recipe in this catalog version.
-        self._rows = list(base.order_by().values_list(*DIMENSIONS, "search_text", "name"))
+        if self.catalog_version is not None:
+            # Badges a counted run has aged out of since they were stored (time alone).
+            stored_consensus.consensus_refresh_expired(catalog=self.catalog_version)
+        # One query for every facet: the criteria (and consensus state) of every recipe in
+        # this catalog version.
+        self._rows = list(
+            base.order_by().values_list(*DIMENSIONS, "search_text", "consensus__state")
+        )
         for dim_index, dim in enumerate(DIMENSIONS):
             values = sorted({row[dim_index] for row in self._rows})
             self.filters[dim].extra["choices"] = [(v, v) for v in values]
@@ -84,34 +92,18 @@ class RecipeFilter(django_filters.FilterSet):
     def filter_consensus(
         self, queryset: QuerySet[Recipe], name: str, value: str
     ) -> QuerySet[Recipe]:
-        names, exclude = evidence_selectors.names_in_state(self.consensus_states, value)
-        if exclude:
-            return queryset.exclude(name__in=names) if names else queryset
-        return queryset.filter(name__in=names)
-
-    @cached_property
-    def consensus_badges(self) -> dict[str, RecipeBadge]:
-        """Recipe name → badge (state, demo, staleness) for this catalog version (absent:
-        UNTESTED)."""
-        return evidence_selectors.recipe_consensus_badges(catalog=self.catalog_version)
-
-    @cached_property
-    def consensus_states(self) -> dict[str, str]:
-        """Recipe name → consensus state for this catalog version (absent: UNTESTED)."""
-        return {name: badge.state for name, badge in self.consensus_badges.items()}
+        if value == UNTESTED:  # also every recipe without counted evidence (no stored row)
+            return queryset.filter(Q(consensus__isnull=True) | Q(consensus__state=UNTESTED))
+        return queryset.filter(consensus__state=value)
 
     def filter_queryset(self, queryset: QuerySet[Recipe]) -> QuerySet[Recipe]:
         """The filtered recipes, each annotated with ``consensus_state`` and
-        ``consensus_badge`` (``RecipeBadge.encode``: state, demo, staleness), so a page of
-        results costs no query per row."""
+        ``consensus_badge`` (``RecipeBadge.encode``: state, demo, staleness) from the joined
+        stored row, so a page of results costs no query per row."""
         queryset = super().filter_queryset(queryset)
         return queryset.annotate(
-            consensus_state=_by_name(
-                {name: badge.state for name, badge in self.consensus_badges.items()}, UNTESTED
-            ),
-            consensus_badge=_by_name(
-                {name: badge.encode() for name, badge in self.consensus_badges.items()}, ""
-            ),
+            consensus_state=Coalesce(F("consensus__state"), Value(UNTESTED)),
+            consensus_badge=Coalesce(F("consensus__badge"), Value("", output_field=CharField())),
         )
 
     def facets(self) -> Facets:
@@ -121,14 +113,12 @@ class RecipeFilter(django_filters.FilterSet):
         terms = (cleaned.get("q") or "").lower().split()
         chosen = {dim: cleaned.get(dim) for dim in DIMENSIONS if cleaned.get(dim)}
         state = cleaned.get("consensus")
-        text_at, name_at = len(DIMENSIONS), len(DIMENSIONS) + 1
+        text_at, state_at = len(DIMENSIONS), len(DIMENSIONS) + 1
         rows = [
             row
             for row in self._rows
             if not (terms and not all(term in row[text_at] for term in terms))
-            and not (
-                state and evidence_selectors.state_of(self.consensus_states, row[name_at]) != state
-            )
+            and not (state and (row[state_at] or UNTESTED) != state)
         ]
         result: Facets = {}
         for dim_index, dim in enumerate(DIMENSIONS):
@@ -152,24 +142,6 @@ class RecipeFilter(django_filters.FilterSet):
             for field, messages in self.form.errors.items()
             for message in messages
         ]
-
-
-def _by_name(values: Mapping[str, str], default: str) -> Case | Value:
-    """``CASE WHEN name IN (…) THEN value …``: one branch per distinct value."""
-    names_by_value: dict[str, list[str]] = {}
-    for name, value in values.items():
-        if value != default:
-            names_by_value.setdefault(value, []).append(name)
-    if not names_by_value:
-        return Value(default, output_field=CharField())
-    return Case(
-        *(
-            When(name__in=sorted(names), then=Value(value))
-            for value, names in sorted(names_by_value.items())
-        ),
-        default=Value(default),
-        output_field=CharField(),
-    )
 
 
 def _catalog_from(data: Mapping[str, Any] | None) -> Catalog | None:

@@ -139,3 +139,33 @@ class Recipe(models.Model):
     @property
     def criteria(self) -> dict[str, str]:
         return {dim: getattr(self, dim) for dim in DIMENSIONS}
+
+
+class RecipeConsensusState(models.Model):
+    """A recipe's stored consensus badge: ``evidence_app.selectors.recipe_consensus`` over the
+    newest counted run of each signer (default lens), with its demo and staleness notes.
+
+    Kept current by ``evidence_app.services.consensus`` in the services that change what it
+    rests on (ingest, withdrawal, signer re-classification, key revocation, catalog import),
+    and refreshed when ``expires_at`` passes: the moment its first fresh counted run ages into
+    "older than N days", the only change that time alone makes. A recipe without a row has no
+    counted evidence: UNTESTED.
+    """
+
+    recipe = models.OneToOneField(
+        Recipe, on_delete=models.CASCADE, primary_key=True, related_name="consensus"
+    )
+    state = models.CharField(max_length=16, help_text="The recipe-level consensus state.")
+    badge = models.CharField(
+        max_length=500, help_text="RecipeBadge.encode(): state, demo, staleness counts."
+    )
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a counted run ages into staleness (None: never)."
+    )
+    refreshed_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["expires_at"]), models.Index(fields=["state"])]
+
+    def __str__(self) -> str:
+        return f"{self.recipe_id}: {self.state}"

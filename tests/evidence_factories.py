@@ -16,6 +16,7 @@ import factory
 
 from evidence_app.corroborate.allowlist import source_id
 from evidence_app.models import Container, Evidence, Signer, SignerClass, SignerKind, Verdict
+from evidence_app.services import consensus
 from evidence_app.services.versions import version_key
 from recipes_app.models import Recipe
 from tests.shared_data import GOLDEN
@@ -121,6 +122,7 @@ class EvidenceFactory(factory.django.DjangoModelFactory):
 
     class Meta:
         model = Evidence
+        skip_postgeneration_save = True
 
     content = factory.Sequence(lambda n: f'{{"placeholder": {n}}}'.encode())
     sha256 = factory.LazyAttribute(lambda o: hashlib.sha256(o.content).hexdigest())
@@ -149,3 +151,10 @@ class EvidenceFactory(factory.django.DjangoModelFactory):
     attested_at = factory.LazyFunction(lambda: datetime.now(UTC))
     predicate = factory.LazyFunction(lambda: dict(example_statement()["predicate"]))
     certificate = factory.LazyFunction(dict)
+
+    @factory.post_generation
+    def stored_consensus(self, create: bool, extracted: object, **kwargs: object) -> None:
+        """What ingest does right after storing a record: refresh its recipe's stored
+        consensus badge."""
+        if create:
+            consensus.evidence_stored(self)

@@ -6,6 +6,7 @@ import hashlib
 
 import factory
 
+from evidence_app.services import consensus
 from recipes_app.models import Catalog, Recipe, RecipeChange
 
 
@@ -29,6 +30,7 @@ class RecipeFactory(factory.django.DjangoModelFactory):
 
     class Meta:
         model = Recipe
+        skip_postgeneration_save = True
 
     catalog = factory.SubFactory(CatalogFactory)
     name = factory.Sequence(lambda n: f"h100-eks-ubuntu-training-{n}")
@@ -86,3 +88,10 @@ class RecipeFactory(factory.django.DjangoModelFactory):
     search_text = factory.LazyAttribute(
         lambda o: f"{o.name} {o.service} {o.accelerator} {o.os} {o.intent} {o.platform}".lower()
     )
+
+    @factory.post_generation
+    def stored_consensus(self, create: bool, extracted: object, **kwargs: object) -> None:
+        """What a catalog import does once its recipes are stored: refresh every stored
+        consensus badge (the current catalog moved)."""
+        if create:
+            consensus.catalog_changed()

@@ -58,6 +58,7 @@ from evidence_app.models import (
     Verdict,
 )
 from evidence_app.services import signers, trust_roots
+from evidence_app.services.consensus import evidence_stored as refresh_consensus
 from evidence_app.services.signers import SignerDecision
 from evidence_app.services.versions import version_key
 from evidence_app.verification import (
@@ -886,6 +887,7 @@ def _store_once(
         signer = signers.signer_upsert(decision, allowlist_row=allowlist_row)
     evidence = Evidence(signer=signer, **fields)
     evidence.save(force_insert=True)
+    refresh_consensus(evidence)  # the recipe's stored consensus badge, in this transaction
     return _stored(evidence, created=True, fields=fields, decision=decision, common=common)
 
 

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from evidence_app.models import Signer, SignerClass, SignerClassChange, SigningKey
+from evidence_app.services import consensus
 from evidence_app.verification.certificate import public_key_fingerprint
 
 MAX_PEM_CHARS = 4096
@@ -110,6 +111,7 @@ def signing_key_revoke(*, key: SigningKey, by=None) -> SigningKey:
         return key
     key.revoked_at = timezone.now()
     key.save(update_fields=["revoked_at"])
+    revoked: list[int] = []
     for signer in Signer.objects.select_for_update(no_key=True).filter(key=key):
         SignerClassChange.objects.create(
             signer=signer,
@@ -122,6 +124,8 @@ def signing_key_revoke(*, key: SigningKey, by=None) -> SigningKey:
         signer.signer_class = SignerClass.REPORTED
         signer.counted = False
         signer.save(update_fields=["signer_class", "counted"])
+        revoked.append(signer.pk)
+    consensus.signers_changed(revoked)
     return key
 
 

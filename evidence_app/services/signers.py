@@ -48,7 +48,7 @@ from evidence_app.models import (
     SignerKind,
     SigningKey,
 )
-from evidence_app.services import trust_roots
+from evidence_app.services import consensus, trust_roots
 from evidence_app.verification import SignerClaims
 
 logger = logging.getLogger(__name__)
@@ -354,7 +354,7 @@ def signers_reclassify(
     *, allowlist_row: Allowlist, allowlist: al.Allowlist | None, reason: str
 ) -> int:
     """Re-classify every keyless signer; returns how many changed (inside the caller's atomic)."""
-    changed = 0
+    changed: list[int] = []
     # Race: a second publish (or a key revocation) changing the same signers; the row locks
     # serialise them, and the whole loop runs in the publishing transaction. NO KEY UPDATE
     # leaves evidence inserts that reference a signer (KEY SHARE) unblocked.
@@ -378,12 +378,13 @@ def signers_reclassify(
                 allowlist=allowlist_row,
                 reason=reason[:500],
             )
-            changed += 1
+            changed.append(signer.pk)
         signer.signer_class = decision.signer_class
         signer.counted = decision.counted
         signer.label = decision.label
         signer.save(update_fields=["signer_class", "counted", "label"])
-    return changed
+    consensus.signers_changed(changed)
+    return len(changed)
 
 
 def seeded_allowlist_ensure() -> Allowlist:

@@ -26,7 +26,9 @@ from evidence_app.corroborate import (
     parse_rfc3339,
     source_id,
 )
-from evidence_app.models import Evidence, SignerClass, SignerClassChange
+from evidence_app.models import Evidence, SignerClass
+from evidence_app.services import signers
+from evidence_app.services.withdrawal import evidence_withdraw
 from recipes_app.models import Recipe
 from tests.evidence_factories import EvidenceFactory, SignerFactory
 from tests.factories import CatalogFactory, RecipeFactory
@@ -594,27 +596,29 @@ def test_its_list_states_agree_with_the_grids() -> None:
     ]
 
 
-def test_its_list_states_cost_one_query_when_cached_and_a_constant_number_otherwise() -> None:
-    """A miss reads the runs, the declared checks and the staleness facts of the runs."""
+def test_its_list_states_cost_one_query_whatever_the_number_of_recipes() -> None:
+    """The stored badges are read in one query; computing them (what every refresh does)
+    costs a constant number whatever the number of recipes."""
     catalog = CatalogFactory()
 
     def queries_for(count: int) -> tuple[int, int]:
+        total = len(selectors.recipe_consensus_states(catalog=catalog)) + count
         for recipe in RecipeFactory.create_batch(count, catalog=catalog):
             EvidenceFactory(recipe=recipe, check_results=results(operator_health="passed"))
-        with CaptureQueriesContext(connection) as miss:
-            selectors.recipe_consensus_states(catalog=catalog)
-        with CaptureQueriesContext(connection) as hit:
-            selectors.recipe_consensus_states(catalog=catalog)
-        return len(miss), len(hit)
+        with CaptureQueriesContext(connection) as compute:
+            selectors.recipe_badges_computed()
+        with CaptureQueriesContext(connection) as read:
+            assert len(selectors.recipe_consensus_states(catalog=catalog)) == total
+        return len(compute), len(read)
 
     queries_for(1)  # the validator catalog version is read once per catalog and process
-    one, thirty = queries_for(1), queries_for(30)
-    assert one == thirty
+    one = queries_for(1)
+    assert one == queries_for(30)
     assert one[1] == 1
-    assert one[0] <= 8
+    assert one[0] <= 6
 
 
-def test_its_cached_states_change_with_uploads_withdrawals_and_signer_changes() -> None:
+def test_its_list_states_change_with_uploads_withdrawals_and_signer_changes() -> None:
     catalog = CatalogFactory()
     recipe = RecipeFactory(catalog=catalog, checks=NO_CHECKS)
     signer = SignerFactory()
@@ -626,30 +630,12 @@ def test_its_cached_states_change_with_uploads_withdrawals_and_signer_changes() 
     EvidenceFactory(recipe=recipe, check_results=results(operator_health="passed"))
     assert selectors.recipe_consensus_states(catalog=catalog) == {recipe.name: CONFIRMED}
 
-    Evidence.objects.filter(pk=first.pk).update(
-        withdrawn_at=timezone.now(), withdrawal_reason="bad run"
-    )
+    evidence_withdraw(evidence=first, by=None, roles={"maintainer"}, reason="bad run")
     assert selectors.recipe_consensus_states(catalog=catalog) == {recipe.name: SINGLE}
 
-    other = Evidence.objects.exclude(pk=first.pk).get().signer
-    type(other).objects.filter(pk=other.pk).update(counted=False)
-    SignerClassChange.objects.create(
-        signer=other,
-        from_class=other.signer_class,
-        to_class="reported",
-        from_counted=True,
-        to_counted=False,
-        reason="removed from the allowlist",
-    )
+    # An allowlist without these signers: they are re-classified as reported.
+    signers.allowlist_publish(body="schemaVersion: 1.0.0\n", note="everyone removed")
     assert selectors.recipe_consensus_states(catalog=catalog) == {}
-
-
-def test_it_finds_the_recipes_in_a_state() -> None:
-    states = {"a": CONFIRMED, "b": UNTESTED, "c": CONFIRMED, "d": FAILING}
-
-    assert selectors.names_in_state(states, CONFIRMED) == ({"a", "c"}, False)
-    # Recipes without evidence are UNTESTED: everything except the others.
-    assert selectors.names_in_state(states, UNTESTED) == ({"a", "c", "d"}, True)
 
 
 def test_its_counted_rule_is_the_querysets() -> None:
@@ -708,58 +694,6 @@ def test_the_source_id_is_the_verified_identity_hash() -> None:
     signer = SignerFactory()
 
     assert signer.source_id == source_id(signer.issuer, signer.identity)
-
-
-def test_its_generation_changes_with_each_upload_withdrawal_and_signer_change() -> None:
-    recipe = RecipeFactory(checks=NO_CHECKS)
-    first = EvidenceFactory(recipe=recipe)
-    seen = [selectors.evidence_generation()]
-    assert selectors.evidence_generation() == seen[0]  # stable while nothing changes
-
-    EvidenceFactory(recipe=recipe)
-    seen.append(selectors.evidence_generation())
-    Evidence.objects.filter(pk=first.pk).update(withdrawn_at=timezone.now(), withdrawal_reason="x")
-    seen.append(selectors.evidence_generation())
-    SignerClassChange.objects.create(
-        signer=first.signer, to_class="reported", to_counted=False, reason="removed"
-    )
-    seen.append(selectors.evidence_generation())
-    assert len(set(seen)) == len(seen)
-
-
-def test_its_generation_sees_rows_committed_after_a_newer_one() -> None:
-    """An upload or a withdrawal that commits after a newer one was already visible (a
-    lower id, an earlier withdrawal time) still changes the generation."""
-    recipe = RecipeFactory(checks=NO_CHECKS)
-    low, high = EvidenceFactory(recipe=recipe), EvidenceFactory(recipe=recipe)
-    now = timezone.now()
-    Evidence.objects.filter(pk=high.pk).update(withdrawn_at=now, withdrawal_reason="x")
-    before = selectors.evidence_generation()
-    Evidence.objects.filter(pk=low.pk).update(
-        withdrawn_at=now - timedelta(seconds=1), withdrawal_reason="x"
-    )
-    assert selectors.evidence_generation() != before
-
-    gap = EvidenceFactory(recipe=recipe)
-    EvidenceFactory(recipe=recipe)
-    gap_pk = gap.pk
-    gap.delete()  # as if its transaction had not committed yet
-    before = selectors.evidence_generation()
-    EvidenceFactory(recipe=recipe, pk=gap_pk)
-    assert selectors.evidence_generation() != before
-
-
-def test_its_generation_uses_indexes_only() -> None:
-    """No sequential scan of the evidence table, even where the planner is told to avoid
-    them (it still picks one when no index can serve a part)."""
-    if connection.vendor != "postgresql":
-        pytest.skip("the plan is PostgreSQL's")
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("EXPLAIN " + selectors.generation_sql())
-        plan = "\n".join(line for (line,) in cursor.fetchall())
-        cursor.execute("SET LOCAL enable_seqscan = on")
-    assert "Seq Scan on evidence_app_evidence" not in plan, plan
 
 
 def test_it_caps_the_shown_columns_and_still_counts_every_signer(recipe: Recipe) -> None:

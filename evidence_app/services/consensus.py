@@ -1,0 +1,161 @@
+"""Each recipe's consensus badge, stored and kept current where it changes.
+
+The list page's badges and ``?consensus=`` filter read ``RecipeConsensusState`` rows (one per
+recipe row with counted evidence, in every catalog version) instead of recomputing the whole
+catalog on the first read after a change. A row holds ``selectors.recipe_badges_computed``:
+the grid's own ``recipe_consensus`` over the newest counted run of each signer, with its demo
+and staleness notes. What it rests on, and who refreshes it:
+
+- the recipe's counted runs: a new counted record (``evidence_stored``, from ingest), a
+  withdrawal (``evidence_withdrawn``), a signer starting or stopping to count
+  (``signers_changed``: allowlist published, key revoked) refresh the recipe names involved;
+- the current catalog (declared checks; the recipe-changed, aicr-outdated and
+  validator-catalog-outdated staleness): a new catalog version refreshes every name
+  (``catalog_changed``);
+- time alone: a counted run turns "older than N days". Each row stores ``expires_at``, the
+  first such moment still ahead; ``consensus_refresh_expired`` refreshes the rows past it,
+  before every list read (``RecipeFilter``) and from the periodic task, so a badge is never
+  shown past the moment it stopped being true.
+
+Refreshes run inside the transaction that makes the change, under locks that order two
+changes of one recipe (PostgreSQL advisory transaction locks: a shared lock on the whole set
+and an exclusive one per name; a full refresh takes the whole set exclusively). The second
+waits, then reads the first one's committed rows, so neither's refresh is lost. SQLite
+serialises writers itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from datetime import datetime
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from evidence_app import selectors
+from evidence_app.models import Evidence, Verdict
+from recipes_app.models import Catalog, RecipeConsensusState
+
+# Advisory lock keys (two int4 keys): the whole set, and one per recipe name.
+LOCK_ALL = (0x41494352, 0)  # "AICR"
+LOCK_NAME_SPACE = 0x41494353
+
+
+def _lock(names: Collection[str] | None) -> None:
+    """Take the refresh locks for ``names`` (None: all) until the transaction ends."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        if names is None:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", list(LOCK_ALL))
+            return
+        cursor.execute("SELECT pg_advisory_xact_lock_shared(%s, %s)", list(LOCK_ALL))
+        # In hash order, so two refreshes of overlapping names cannot deadlock.
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(%s, h) FROM "
+            "(SELECT DISTINCT hashtext(n) AS h FROM unnest(%s::text[]) AS n) AS locks ORDER BY h",
+            [LOCK_NAME_SPACE, sorted(names)],
+        )
+
+
+def _store(names: Collection[str] | None, now: datetime) -> int:
+    """Recompute and replace the rows of ``names`` (None: all); the caller holds the locks."""
+    computed = selectors.recipe_badges_computed(names=names, now=now)
+    rows = RecipeConsensusState.objects.all()
+    if names is not None:
+        rows = rows.filter(recipe__name__in=sorted(computed.names))
+    rows.delete()
+    RecipeConsensusState.objects.bulk_create(
+        [
+            RecipeConsensusState(
+                recipe_id=pk,
+                state=badge.state,
+                badge=badge.encode(),
+                expires_at=computed.expires.get(name),
+                refreshed_at=now,
+            )
+            for (pk, name), badge in computed.badges.items()
+        ],
+        batch_size=500,
+    )
+    return len(computed.badges)
+
+
+def consensus_refresh(names: Iterable[str] | None = None, *, now: datetime | None = None) -> int:
+    """Recompute and store the badges of every recipe row called one of ``names`` (None:
+    every recipe), in every catalog version; returns how many rows hold a badge now."""
+    wanted = None if names is None else frozenset(names)
+    if wanted is not None and not wanted:
+        return 0
+    with transaction.atomic():
+        _lock(wanted)
+        return _store(wanted, now or timezone.now())
+
+
+def consensus_refresh_expired(
+    *, catalog: Catalog | None = None, now: datetime | None = None
+) -> int:
+    """Refresh the rows (of ``catalog``, or all) whose ``expires_at`` has passed: a counted
+    run behind them has aged into staleness since. One indexed query when none has."""
+    now = now or timezone.now()
+    expired = RecipeConsensusState.objects.filter(expires_at__lt=now)
+    if catalog is not None:
+        expired = expired.filter(recipe__catalog=catalog)
+    names = frozenset(expired.values_list("recipe__name", flat=True))
+    if not names:
+        return 0
+    with transaction.atomic():
+        _lock(names)
+        # Another request may have refreshed some while this one waited for the locks.
+        still = frozenset(
+            RecipeConsensusState.objects.filter(
+                expires_at__lt=now, recipe__name__in=sorted(names)
+            ).values_list("recipe__name", flat=True)
+        )
+        return _store(still, now) if still else 0
+
+
+# --- the hooks of the services that change what a badge rests on -----------------------------
+
+
+def evidence_stored(evidence: Evidence) -> None:
+    """Ingest stored a new record: only a counted one can change a badge (reported and
+    simulated runs never change a state, and only counted runs set the staleness bars)."""
+    if selectors.is_counted(evidence):
+        consensus_refresh([evidence.recipe_name])
+
+
+def evidence_withdrawn(evidence: Evidence) -> None:
+    consensus_refresh([evidence.recipe_name])
+
+
+def signers_changed(signer_ids: Iterable[int]) -> None:
+    """Signers started or stopped counting: refresh the recipes their runs are for."""
+    ids = sorted(set(signer_ids))
+    if not ids:
+        return
+    names = (
+        Evidence.objects.filter(
+            signer_id__in=ids,
+            verdict=Verdict.VERIFIED,
+            withdrawn_at__isnull=True,
+            is_simulated=False,
+        )
+        .order_by()
+        .values_list("recipe_name", flat=True)
+        .distinct()
+    )
+    consensus_refresh(list(names))
+
+
+def catalog_changed() -> None:
+    """A new current catalog version: every badge's declared checks or staleness may move."""
+    consensus_refresh()
+
+
+def backfill_if_empty() -> int:
+    """Fill the table where it is empty but counted evidence exists (a database migrated from
+    before it existed); nothing otherwise."""
+    if RecipeConsensusState.objects.exists() or not Evidence.objects.counted().exists():
+        return 0
+    return consensus_refresh()
