@@ -62,6 +62,11 @@ bench: $(VENV)/.synced
 	$(PY) bench/run.py
 	$(PY) bench/verification.py
 	$(PY) bench/evidence.py
+	$(PY) bench/clusters.py
+	$(PY) bench/k8s_sim.py
+	$(PY) bench/validation.py
+	$(PY) bench/validation_runs.py
+	$(PY) bench/run_evidence.py
 
 # Regenerate the bundled catalog snapshot from the real AICR tree beside the repo.
 snapshot: $(VENV)/.synced
