@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+from django.conf import settings
 from django.db import connection
 from django.test import Client
 from openapi_core import OpenAPI
@@ -140,6 +141,17 @@ def test_bodies_that_are_not_a_json_object_are_400(raw: bytes) -> None:
 
 def test_a_huge_body_is_refused_before_it_is_parsed() -> None:
     body = json.dumps(registration(kubeconfig="#" + "x" * (10 * 1024 * 1024)))
+    response = client_for(Role.MAINTAINER).post(URL, data=body, content_type="application/json")
+    # The site-wide body cap refuses it before the view (or its kubeconfig limit) reads a byte.
+    assert response.status_code == 413
+    assert response.json() == {
+        "detail": "Request body exceeds maximum allowed size",
+        "limit_bytes": settings.REQUEST_MAX_BODY_BYTES,
+    }
+
+
+def test_a_body_under_the_site_cap_but_over_the_kubeconfig_limit_is_named() -> None:
+    body = json.dumps(registration(kubeconfig="#" + "x" * (600 * 1024)))
     response = client_for(Role.MAINTAINER).post(URL, data=body, content_type="application/json")
     assert response.status_code == 413
     assert "byte limit (a kubeconfig may be at most" in response.json()["detail"]
