@@ -76,3 +76,8 @@ class CriteriaError(ResolutionError):
 def goq(value: object) -> str:
     """Go's ``%q`` for a string (double-quoted, escaped), used to reproduce AICR's messages."""
     return json.dumps(str(value), ensure_ascii=False)
+
+
+class MeasurementMissing(ResolverError):
+    """A constraint evaluator's "the snapshot has no such reading" (AICR's ``ErrCodeNotFound``
+    from the evaluator): in snapshot mode it excludes the overlay instead of failing."""

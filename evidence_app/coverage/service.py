@@ -1,0 +1,388 @@
+""" "Does the evidence cover my cluster?": a snapshot against the catalog and the counted evidence.
+
+``check_snapshot`` parses the snapshot, derives the criteria the way ``aicr recipe --snapshot``
+does (fingerprint → service/accelerator/os, the rest stated), resolves the recipe in snapshot
+mode (overlays whose constraints fail are excluded, AICR step 11), evaluates the recipe's
+readiness constraints with the validation runs' evaluator (AICR's operators and messages), and
+compares the snapshot's identity tuple with every counted evidence of that recipe.
+
+Nothing here stores the snapshot or writes to the database. Each evidence's identity tuple is
+read once from its stored bytes and cached by sha256 (the bytes never change).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.core.cache import cache
+
+from evidence_app.attestation import fingerprint_of
+from evidence_app.models import Container, Evidence
+from recipes_app import services as recipe_services
+from recipes_app.aicrd.resolve import AicrdError, current_catalog
+from recipes_app.models import Catalog, Recipe
+from recipes_app.resolver import (
+    ConstraintEvaluator,
+    CriteriaError,
+    MeasurementMissing,
+    ResolutionError,
+    criteria_from_snapshot,
+    parse_criteria,
+    resolve,
+)
+from validators_app.orchestrator.readiness import (
+    ConstraintError,
+    evaluate_constraint,
+    lookup,
+    readiness_constraints,
+)
+
+from .identity import LABELS, compare, identity_from_fingerprint, identity_of, merged
+from .snapshot_input import SnapshotInputError, read_snapshot_input
+
+STATED_DIMENSIONS = ("service", "accelerator", "os", "intent", "platform")
+MAX_CRITERIA_VALUE = 100
+_IDENTITY_CACHE_PREFIX = "evidence-identity:v1:"
+_IDENTITY_CACHE_SECONDS = 7 * 24 * 3600
+_GPU_NODES_PATH = "NodeTopology.gpu-nodes.label"
+
+
+class CheckInputError(ValueError):
+    """The request cannot be answered (bad snapshot, bad criteria, no catalog): a 400."""
+
+
+@dataclass(frozen=True)
+class ConstraintRow:
+    name: str
+    expected: str
+    actual: str
+    ok: bool
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class EvidenceMatch:
+    id: int
+    signer_id: int
+    signer_label: str
+    attested_at: datetime
+    aicr_version: str
+    same_recipe: bool
+    matches: list[str]
+    differs: list[str]
+    not_recorded: list[str]  # by the evidence (the snapshot has it)
+    not_in_snapshot: list[str]  # the evidence records it, the snapshot does not
+    values: dict[str, dict[str, str | None]]
+
+    @property
+    def exact(self) -> bool:
+        return (
+            self.same_recipe
+            and not self.differs
+            and not self.not_recorded
+            and not (self.not_in_snapshot)
+        )
+
+
+@dataclass
+class CheckResult:
+    criteria: dict[str, str]
+    criteria_origin: dict[str, str]
+    identity: dict[str, str | None]
+    recipe: str | None = None
+    resolution_error: str = ""
+    valid_completions: dict[str, list[str]] = field(default_factory=dict)
+    excluded_overlays: list[dict[str, str]] = field(default_factory=list)
+    constraint_warnings: list[dict[str, str]] = field(default_factory=list)
+    constraints: list[ConstraintRow] = field(default_factory=list)
+    evidence: list[EvidenceMatch] = field(default_factory=list)
+    verdict: str = ""
+    covered: bool = False
+
+    def as_api(self) -> dict[str, Any]:
+        return {
+            "recipe": self.recipe,
+            "criteria": self.criteria,
+            "criteriaOrigin": self.criteria_origin,
+            "resolutionError": self.resolution_error,
+            "validCompletions": self.valid_completions,
+            "excludedOverlays": self.excluded_overlays,
+            "constraintWarnings": self.constraint_warnings,
+            "constraints": [
+                {
+                    "name": c.name,
+                    "expected": c.expected,
+                    "actual": c.actual,
+                    "ok": c.ok,
+                    "message": c.message,
+                }
+                for c in self.constraints
+            ],
+            "identity": self.identity,
+            "evidence": [
+                {
+                    "id": e.id,
+                    "signer": e.signer_label,
+                    "attestedAt": e.attested_at.isoformat(),
+                    "aicrVersion": e.aicr_version,
+                    "sameRecipe": e.same_recipe,
+                    "exact": e.exact,
+                    "matches": e.matches,
+                    "differs": e.differs,
+                    "notRecorded": e.not_recorded,
+                    "notInSnapshot": e.not_in_snapshot,
+                    "values": e.values,
+                }
+                for e in self.evidence
+            ],
+            "verdict": self.verdict,
+            "covered": self.covered,
+        }
+
+
+# --- inputs -----------------------------------------------------------------------------------
+
+
+def _stated(criteria: Mapping[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for dimension in STATED_DIMENSIONS:
+        value = criteria.get(dimension)
+        if value in (None, ""):
+            continue
+        if not isinstance(value, str) or len(value) > MAX_CRITERIA_VALUE:
+            raise CheckInputError(
+                f"{dimension} must be a text of at most {MAX_CRITERIA_VALUE} characters"
+            )
+        out[dimension] = value.strip()
+    return out
+
+
+def _evaluator(snapshot: Mapping[str, Any]) -> ConstraintEvaluator:
+    def evaluate(name: str, value: str) -> tuple[bool, str]:
+        if name != _GPU_NODES_PATH:
+            try:
+                lookup(snapshot, name)
+            except ConstraintError as exc:
+                raise MeasurementMissing(str(exc)) from None
+        try:
+            return evaluate_constraint(snapshot, name, value)
+        except ConstraintError as exc:
+            if "not found" in str(exc) or "no GPU nodes" in str(exc):
+                raise MeasurementMissing(str(exc)) from None
+            raise
+
+    return evaluate
+
+
+def _constraint_rows(doc: Mapping[str, Any], snapshot: Mapping[str, Any]) -> list[ConstraintRow]:
+    rows = []
+    for c in readiness_constraints(doc):
+        name, expected = str(c.get("name", "")), str(c.get("value", ""))
+        try:
+            ok, actual = evaluate_constraint(snapshot, name, expected)
+        except ConstraintError as exc:
+            rows.append(ConstraintRow(name, expected, "", False, f"could not evaluate: {exc}"))
+            continue
+        message = "" if ok else f"expected {expected}, got {actual}"
+        rows.append(ConstraintRow(name, expected, actual, ok, message))
+    return rows
+
+
+def _recipe_row(catalog: Catalog, doc: Mapping[str, Any]) -> Recipe | None:
+    """The catalog recipe (leaf or profile variant) this resolution is, by its criteria."""
+    criteria = doc.get("criteria") or {}
+    selected = (doc.get("metadata") or {}).get("selectedProfile") or {}
+    rows = Recipe.objects.filter(
+        catalog=catalog, **{d: criteria.get(d) or "any" for d in STATED_DIMENSIONS}
+    ).only("pk", "name", "profile", "is_default_profile", "digest")
+    profile_value = str(selected.get("value", "")) if isinstance(selected, Mapping) else ""
+    for row in rows:
+        if not selected and not row.profile:
+            return row
+        if selected and row.profile.endswith(f"={profile_value}"):
+            return row
+    return None
+
+
+# --- evidence identities ----------------------------------------------------------------------
+
+
+def _identity_from_stored(evidence: Evidence) -> dict[str, str | None]:
+    predicate = evidence.predicate if isinstance(evidence.predicate, Mapping) else {}
+    fingerprint = predicate.get("fingerprint")
+    aicr_version = str(predicate.get("aicrVersion") or evidence.aicr_version or "")
+    base = identity_from_fingerprint(
+        fingerprint if isinstance(fingerprint, Mapping) else {}, aicr_version=aicr_version
+    )
+    if evidence.container != Container.SUMMARY_BUNDLE:
+        return base
+    # Imported here: the verification package pulls in sigstore, needed only on a cache miss.
+    from evidence_app.verification.summary_bundle import SummaryBundleError, open_summary_bundle
+
+    try:
+        files = open_summary_bundle(bytes(evidence.content)).files
+        snapshot = read_snapshot_input(files["snapshot.yaml"]) if "snapshot.yaml" in files else {}
+    except (SummaryBundleError, SnapshotInputError, KeyError, OSError, ValueError):
+        return base
+    return merged(identity_of(snapshot, aicr_version=aicr_version), base)
+
+
+def evidence_identities(evidences: Sequence[Evidence]) -> dict[int, dict[str, str | None]]:
+    """Identity tuple per evidence id; stored bytes are read only for sha256s not cached yet."""
+    keys = {e.pk: _IDENTITY_CACHE_PREFIX + e.sha256 for e in evidences}
+    cached = cache.get_many(list(keys.values()))
+    out = {pk: cached[key] for pk, key in keys.items() if key in cached}
+    missing = [pk for pk in keys if pk not in out]
+    if missing:
+        fresh = {}
+        for e in Evidence.objects.filter(pk__in=missing).only(
+            "pk", "sha256", "content", "container", "predicate", "aicr_version"
+        ):
+            out[e.pk] = _identity_from_stored(e)
+            fresh[keys[e.pk]] = out[e.pk]
+        cache.set_many(fresh, _IDENTITY_CACHE_SECONDS)
+    return out
+
+
+def counted_evidence(recipe_name: str) -> list[Evidence]:
+    return list(
+        Evidence.objects.counted()
+        .filter(recipe_name=recipe_name)
+        .select_related("signer")
+        .only(
+            "pk",
+            "sha256",
+            "subject_digest",
+            "attested_at",
+            "aicr_version",
+            "signer__id",
+            "signer__label",
+        )
+        .order_by("-attested_at", "-pk")
+    )
+
+
+def _match(
+    e: Evidence, cluster: Mapping[str, str | None], theirs: Mapping[str, str | None], digest: str
+) -> EvidenceMatch:
+    c = compare(cluster, theirs)
+    return EvidenceMatch(
+        id=e.pk,
+        signer_id=e.signer_id,
+        signer_label=e.signer.label,
+        attested_at=e.attested_at,
+        aicr_version=e.aicr_version,
+        same_recipe=e.subject_digest == digest,
+        matches=c.matches,
+        differs=c.differs,
+        not_recorded=c.not_recorded,
+        not_in_snapshot=c.not_in_snapshot,
+        values={k: {"snapshot": cluster.get(k), "evidence": theirs.get(k)} for k in LABELS},
+    )
+
+
+# --- verdict ----------------------------------------------------------------------------------
+
+
+def _names(keys: Sequence[str]) -> str:
+    return ", ".join(LABELS[k] for k in keys)
+
+
+def verdict_of(result: CheckResult) -> tuple[str, bool]:
+    """The answer in words, and whether the evidence covers this cluster exactly."""
+    if result.recipe is None:
+        why = result.resolution_error or "no catalog recipe has exactly these criteria"
+        return f"not validated: no recipe applies ({why})", False
+    failing = [c.name for c in result.constraints if not c.ok]
+    prefix = f"readiness constraints fail ({', '.join(failing)}); " if failing else ""
+    if not result.evidence:
+        return f"{prefix}not validated: no counted evidence for {result.recipe}", False
+    exact = [e for e in result.evidence if e.exact]
+    if exact:
+        signers = len({e.signer_id for e in exact})
+        text = f"validated on this exact tuple by {signers} signer{'s' * (signers != 1)}"
+        return prefix + text, not failing
+    same = [e for e in result.evidence if e.same_recipe] or result.evidence
+    if all_same := [e for e in same if not e.differs]:
+        gaps = sorted({k for e in all_same for k in e.not_recorded + e.not_in_snapshot})
+        return (
+            prefix + "validated on a tuple that matches as far as it is recorded; not recorded "
+            f"on one side: {_names([k for k in LABELS if k in gaps])}",
+            False,
+        )
+    closest = min(same, key=lambda e: (len(e.differs), -e.attested_at.timestamp()))
+    what = _names(closest.differs) or "recipe"
+    if not closest.same_recipe and not closest.differs:
+        what = "recipe version"
+    return f"{prefix}validated on a different tuple ({what} differs)", False
+
+
+# --- entry point ------------------------------------------------------------------------------
+
+
+def check_snapshot(
+    raw: bytes | str, criteria: Mapping[str, Any] | None = None, *, profile: str | None = None
+) -> CheckResult:
+    """Answer for one snapshot; ``CheckInputError`` naming the problem for bad input."""
+    try:
+        snapshot = read_snapshot_input(raw)
+    except SnapshotInputError as exc:
+        raise CheckInputError(str(exc)) from None
+    stated = _stated(criteria or {})
+    derived = criteria_from_snapshot(fingerprint_of(snapshot), stated)
+    result = CheckResult(
+        criteria=derived.values, criteria_origin=derived.origin, identity=identity_of(snapshot)
+    )
+    try:
+        catalog = current_catalog()
+    except AicrdError as exc:
+        raise CheckInputError(exc.message) from None
+    loaded = recipe_services.loaded_catalog(catalog)
+    try:
+        query = parse_criteria(derived.values, loaded)
+    except CriteriaError as exc:
+        raise CheckInputError(f"criteria: {exc.message}") from None
+    if query.specificity() == 0:
+        result.resolution_error = (
+            "the snapshot tells neither service, accelerator nor OS; state them"
+        )
+    else:
+        try:
+            doc = resolve(
+                loaded,
+                query,
+                version=catalog.aicr_version,
+                profile=profile,
+                evaluator=_evaluator(snapshot),
+            )
+        except ResolutionError as exc:
+            result.resolution_error = exc.message
+            result.valid_completions = exc.valid_completions
+        else:
+            _fill(result, catalog, doc, snapshot)
+    result.verdict, result.covered = verdict_of(result)
+    return result
+
+
+def _fill(
+    result: CheckResult, catalog: Catalog, doc: Mapping[str, Any], snapshot: Mapping[str, Any]
+) -> None:
+    metadata = doc.get("metadata") or {}
+    result.excluded_overlays = list(metadata.get("excludedOverlays") or [])
+    result.constraint_warnings = list(metadata.get("constraintWarnings") or [])
+    result.constraints = _constraint_rows(doc, snapshot)
+    row = _recipe_row(catalog, doc)
+    if row is None:
+        result.resolution_error = (
+            "these criteria resolve to a composition that is not one of the catalog's recipes "
+            f"(applied overlays: {', '.join(metadata.get('appliedOverlays') or [])}); state "
+            "more criteria"
+        )
+        return
+    result.recipe = row.name
+    evidences = counted_evidence(row.name)
+    identities = evidence_identities(evidences)
+    result.evidence = [_match(e, result.identity, identities[e.pk], row.digest) for e in evidences]
