@@ -8,6 +8,8 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from evidence_app.coverage.views import check_page
+
 LOGIN_FAILURES = 10  # per address and username
 LOGIN_WINDOW_SECONDS = 15 * 60
 
@@ -48,6 +50,7 @@ urlpatterns = [
     path("recipes/", include("recipes_app.urls")),
     path("clusters/", include("validators_app.clusters_urls")),
     path("runs/", include("validators_app.runs_urls")),
+    path("check/", check_page, name="check"),
     # /evidence/, /evidence/new/, /evidence/<id>/, /signers/<slug>/
     path("", include("evidence_app.urls")),
     path(
