@@ -293,6 +293,14 @@ def _names(keys: Sequence[str]) -> str:
 
 def verdict_of(result: CheckResult) -> tuple[str, bool]:
     """The answer in words, and whether the evidence covers this cluster exactly."""
+    if result.recipe is None and result.constraint_warnings:
+        failed = "; ".join(
+            f"{w['constraint']} expected {w['expected']}, got {w['actual']}"
+            if w["actual"]
+            else w["reason"]
+            for w in result.constraint_warnings
+        )
+        return f"not validated: the snapshot fails the recipe's constraints ({failed})", False
     if result.recipe is None:
         why = result.resolution_error or "no catalog recipe has exactly these criteria"
         return f"not validated: no recipe applies ({why})", False
@@ -361,6 +369,13 @@ def check_snapshot(
         except ResolutionError as exc:
             result.resolution_error = exc.message
             result.valid_completions = exc.valid_completions
+            result.excluded_overlays = exc.excluded_overlays
+            result.constraint_warnings = exc.constraint_warnings
+            # What excluded the overlays is what fails: shown as the constraints table.
+            result.constraints = [
+                ConstraintRow(w["constraint"], w["expected"], w["actual"], False, w["reason"])
+                for w in exc.constraint_warnings
+            ]
         else:
             _fill(result, catalog, doc, snapshot)
     result.verdict, result.covered = verdict_of(result)

@@ -63,6 +63,10 @@ class ResolutionError(ResolverError):
         self.uncovered: list[str] = list(uncovered or [])
         self.valid_completions: dict[str, list[str]] = dict(valid_completions or {})
         self.requires_os = requires_os
+        # Snapshot mode: the overlays excluded before the failure (AICR attaches them to a
+        # coverage error's context, since the exclusion may be why a dimension is uncovered).
+        self.excluded_overlays: list[dict[str, str]] = []
+        self.constraint_warnings: list[dict[str, str]] = []
         super().__init__(f"[{code}] {message}")
 
 

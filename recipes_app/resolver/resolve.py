@@ -647,7 +647,11 @@ def _build(
             spec.merge(link.constraints, link.component_refs, link.validation, link.mixins)
             applied.append(link.name)
     _merge_mixins(catalog, spec)
-    verify_criteria_coverage(catalog, query, applied)
+    try:
+        verify_criteria_coverage(catalog, query, applied)
+    except ResolutionError as exc:
+        exc.excluded_overlays, exc.constraint_warnings = excluded, warnings
+        raise
 
     constraints, refs = spec.constraints, spec.refs
     selected: dict[str, Any] | None = None
