@@ -72,7 +72,9 @@ class CheckEvidenceSerializer(serializers.Serializer):
     notInSnapshot = serializers.ListField(
         child=serializers.CharField(), help_text="In the evidence but not in the snapshot."
     )
-    values = serializers.DictField(help_text="Per identity: {snapshot, evidence} (null: absent).")
+    values = serializers.DictField(
+        help_text="Per differing identity: {snapshot, evidence} (the two values)."
+    )
 
 
 class CheckOutputSerializer(serializers.Serializer):

@@ -91,7 +91,7 @@ def qualification_ledger(recipe: Recipe) -> Ledger:
         .for_listing()
         .order_by("-attested_at", "-pk")
     )
-    identities = evidence_identities(evidences)
+    identities = evidence_identities([(e.pk, e.sha256) for e in evidences])
     stale = staleness_map(evidences)
     groups: dict[tuple[str | None, ...], list[LedgerEvidence]] = {}
     for e in evidences:

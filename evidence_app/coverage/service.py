@@ -40,7 +40,14 @@ from validators_app.orchestrator.readiness import (
     readiness_constraints,
 )
 
-from .identity import LABELS, compare, identity_from_fingerprint, identity_of, merged
+from .identity import (
+    LABELS,
+    Comparison,
+    compare,
+    identity_from_fingerprint,
+    identity_of,
+    merged,
+)
 from .snapshot_input import SnapshotInputError, read_snapshot_input
 
 STATED_DIMENSIONS = ("service", "accelerator", "os", "intent", "platform")
@@ -75,7 +82,7 @@ class EvidenceMatch:
     differs: list[str]
     not_recorded: list[str]  # by the evidence (the snapshot has it)
     not_in_snapshot: list[str]  # the evidence records it, the snapshot does not
-    values: dict[str, dict[str, str | None]]
+    values: dict[str, dict[str, str | None]]  # per differing identity: both values
 
     @property
     def exact(self) -> bool:
@@ -230,58 +237,91 @@ def _identity_from_stored(evidence: Evidence) -> dict[str, str | None]:
     return merged(identity_of(snapshot, aicr_version=aicr_version), base)
 
 
-def evidence_identities(evidences: Sequence[Evidence]) -> dict[int, dict[str, str | None]]:
-    """Identity tuple per evidence id; stored bytes are read only for sha256s not cached yet."""
-    keys = {e.pk: _IDENTITY_CACHE_PREFIX + e.sha256 for e in evidences}
-    cached = cache.get_many(list(keys.values()))
-    out = {pk: cached[key] for pk, key in keys.items() if key in cached}
-    missing = [pk for pk in keys if pk not in out]
+def evidence_identities(
+    keys: Sequence[tuple[int, str]],
+) -> dict[int, dict[str, str | None]]:
+    """Identity tuple per evidence id, for ``(id, sha256)`` pairs; stored bytes are read only
+    for sha256s not cached yet."""
+    cache_keys = {pk: _IDENTITY_CACHE_PREFIX + sha256 for pk, sha256 in keys}
+    cached = cache.get_many(list(cache_keys.values()))
+    out = {pk: cached[key] for pk, key in cache_keys.items() if key in cached}
+    missing = [pk for pk in cache_keys if pk not in out]
     if missing:
         fresh = {}
         for e in Evidence.objects.filter(pk__in=missing).only(
             "pk", "sha256", "content", "container", "predicate", "aicr_version"
         ):
             out[e.pk] = _identity_from_stored(e)
-            fresh[keys[e.pk]] = out[e.pk]
+            fresh[cache_keys[e.pk]] = out[e.pk]
         cache.set_many(fresh, _IDENTITY_CACHE_SECONDS)
     return out
 
 
-def counted_evidence(recipe_name: str) -> list[Evidence]:
-    return list(
+@dataclass(frozen=True)
+class _Row:
+    """The few columns of one counted evidence the check needs (no model instances: 1,000
+    of them would cost more to build than everything else)."""
+
+    pk: int
+    sha256: str
+    subject_digest: str
+    attested_at: datetime
+    aicr_version: str
+    signer_id: int
+    signer_label: str
+
+
+def counted_evidence(recipe_name: str) -> list[_Row]:
+    rows = (
         Evidence.objects.counted()
         .filter(recipe_name=recipe_name)
-        .select_related("signer")
-        .only(
+        .order_by("-attested_at", "-pk")
+        .values_list(
             "pk",
             "sha256",
             "subject_digest",
             "attested_at",
             "aicr_version",
-            "signer__id",
+            "signer_id",
             "signer__label",
         )
-        .order_by("-attested_at", "-pk")
     )
+    return [_Row(*row) for row in rows]
 
 
-def _match(
-    e: Evidence, cluster: Mapping[str, str | None], theirs: Mapping[str, str | None], digest: str
-) -> EvidenceMatch:
-    c = compare(cluster, theirs)
-    return EvidenceMatch(
-        id=e.pk,
-        signer_id=e.signer_id,
-        signer_label=e.signer.label,
-        attested_at=e.attested_at,
-        aicr_version=e.aicr_version,
-        same_recipe=e.subject_digest == digest,
-        matches=c.matches,
-        differs=c.differs,
-        not_recorded=c.not_recorded,
-        not_in_snapshot=c.not_in_snapshot,
-        values={k: {"snapshot": cluster.get(k), "evidence": theirs.get(k)} for k in LABELS},
-    )
+def _matches(
+    rows: Sequence[_Row],
+    cluster: Mapping[str, str | None],
+    identities: Mapping[int, Mapping[str, str | None]],
+    digest: str,
+) -> list[EvidenceMatch]:
+    """One comparison per distinct identity tuple (many records share one), one row each."""
+    by_tuple: dict[tuple[str | None, ...], Comparison] = {}
+    out = []
+    for row in rows:
+        theirs = identities[row.pk]
+        key = tuple(theirs.get(k) for k in LABELS)
+        c = by_tuple.get(key)
+        if c is None:
+            c = by_tuple[key] = compare(cluster, theirs)
+        out.append(
+            EvidenceMatch(
+                id=row.pk,
+                signer_id=row.signer_id,
+                signer_label=row.signer_label,
+                attested_at=row.attested_at,
+                aicr_version=row.aicr_version,
+                same_recipe=row.subject_digest == digest,
+                matches=c.matches,
+                differs=c.differs,
+                not_recorded=c.not_recorded,
+                not_in_snapshot=c.not_in_snapshot,
+                values={
+                    k: {"snapshot": cluster.get(k), "evidence": theirs.get(k)} for k in c.differs
+                },
+            )
+        )
+    return out
 
 
 # --- verdict ----------------------------------------------------------------------------------
@@ -398,6 +438,6 @@ def _fill(
         )
         return
     result.recipe = row.name
-    evidences = counted_evidence(row.name)
-    identities = evidence_identities(evidences)
-    result.evidence = [_match(e, result.identity, identities[e.pk], row.digest) for e in evidences]
+    rows = counted_evidence(row.name)
+    identities = evidence_identities([(r.pk, r.sha256) for r in rows])
+    result.evidence = _matches(rows, result.identity, identities, row.digest)
