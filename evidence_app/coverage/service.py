@@ -55,6 +55,10 @@ MAX_CRITERIA_VALUE = 100
 _IDENTITY_CACHE_PREFIX = "evidence-identity:v1:"
 _IDENTITY_CACHE_SECONDS = 7 * 24 * 3600
 _GPU_NODES_PATH = "NodeTopology.gpu-nodes.label"
+# A sha256's identity never changes (the bytes are content-addressed), so each process also
+# keeps the ones it has seen: a warm check of 1,000 records then makes no cache round trip.
+_LOCAL: dict[str, dict[str, str | None]] = {}
+_LOCAL_MAX = 50_000
 
 
 class CheckInputError(ValueError):
@@ -243,8 +247,11 @@ def evidence_identities(
     """Identity tuple per evidence id, for ``(id, sha256)`` pairs; stored bytes are read only
     for sha256s not cached yet."""
     cache_keys = {pk: _IDENTITY_CACHE_PREFIX + sha256 for pk, sha256 in keys}
-    cached = cache.get_many(list(cache_keys.values()))
-    out = {pk: cached[key] for pk, key in cache_keys.items() if key in cached}
+    out = {pk: _LOCAL[key] for pk, key in cache_keys.items() if key in _LOCAL}
+    wanted = [key for pk, key in cache_keys.items() if pk not in out]
+    cached = cache.get_many(wanted) if wanted else {}
+    out.update({pk: cached[key] for pk, key in cache_keys.items() if key in cached})
+    _remember(cached)
     missing = [pk for pk in cache_keys if pk not in out]
     if missing:
         fresh = {}
@@ -254,7 +261,15 @@ def evidence_identities(
             out[e.pk] = _identity_from_stored(e)
             fresh[cache_keys[e.pk]] = out[e.pk]
         cache.set_many(fresh, _IDENTITY_CACHE_SECONDS)
+        _remember(fresh)
     return out
+
+
+def _remember(identities: Mapping[str, dict[str, str | None]]) -> None:
+    # Bounded: dropped wholesale when full (the shared cache still has every entry).
+    if len(_LOCAL) + len(identities) > _LOCAL_MAX:
+        _LOCAL.clear()
+    _LOCAL.update(identities)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.test import Client
 
+from evidence_app.coverage import service
 from recipes_app.models import Recipe
 from tests.evidence_app.coverage_data import as_yaml, full_snapshot, publish
 from tests.evidence_app.test_coverage_snapshot_input import BILLION_LAUGHS
@@ -25,6 +26,7 @@ STATED = {"intent": "training", "platform": "kubeflow"}
 @pytest.fixture(autouse=True)
 def _fresh_identity_cache() -> None:
     cache.clear()
+    service._LOCAL.clear()
 
 
 def _json(client: Client, body: object) -> tuple[int, dict]:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.core.cache import cache
 
+from evidence_app.coverage import service
 from evidence_app.coverage.service import CheckInputError, check_snapshot
 from evidence_app.models import Evidence
 from recipes_app.models import Recipe
@@ -22,6 +23,7 @@ EXAMPLE_CRITERIA = {"service": "eks", "accelerator": "h100", **STATED}
 @pytest.fixture(autouse=True)
 def _fresh_identity_cache() -> None:
     cache.clear()
+    service._LOCAL.clear()
 
 
 def test_it_says_validated_on_this_exact_tuple_when_counted_evidence_ran_on_it(

@@ -10,6 +10,7 @@ from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
+from evidence_app.coverage import service
 from evidence_app.coverage.ledger import qualification_ledger
 from evidence_app.models import Evidence
 from recipes_app.models import Recipe
@@ -24,6 +25,7 @@ STATED = {"intent": "training", "platform": "kubeflow"}
 @pytest.fixture(autouse=True)
 def _fresh_identity_cache() -> None:
     cache.clear()
+    service._LOCAL.clear()
 
 
 def _csrf_client() -> tuple[Client, str]:
