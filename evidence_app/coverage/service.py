@@ -53,7 +53,7 @@ from .snapshot_input import SnapshotInputError, read_snapshot_input
 STATED_DIMENSIONS = ("service", "accelerator", "os", "intent", "platform")
 MAX_CRITERIA_VALUE = 100
 _IDENTITY_CACHE_PREFIX = "evidence-identity:v1:"
-_IDENTITY_CACHE_SECONDS = 7 * 24 * 3600
+_IDENTITY_CACHE_SECONDS = None  # content-addressed: never stale (the key prefix is versioned)
 _GPU_NODES_PATH = "NodeTopology.gpu-nodes.label"
 # A sha256's identity never changes (the bytes are content-addressed), so each process also
 # keeps the ones it has seen: a warm check of 1,000 records then makes no cache round trip.
