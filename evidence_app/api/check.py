@@ -35,6 +35,12 @@ class _Criteria(serializers.Serializer):
     os = serializers.CharField(required=False, allow_blank=True, max_length=100)
     intent = serializers.CharField(required=False, allow_blank=True, max_length=100)
     platform = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    profile = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=200,
+        help_text="A profile selection (`gpuStack=operator-managed`); default: its default.",
+    )
 
 
 class CheckJSONInputSerializer(_Criteria):
@@ -166,7 +172,9 @@ class SnapshotCheckView(APIView):
             raw = upload.read(MAX_SNAPSHOT_BYTES + 1)
         criteria = {k: serializer.validated_data.get(k, "") for k in CRITERIA}
         try:
-            result = check_snapshot(raw, criteria)
+            result = check_snapshot(
+                raw, criteria, profile=serializer.validated_data.get("profile") or None
+            )
         except CheckInputError as exc:
             return _bad(str(exc))
         return Response(result.as_api(), headers={"Cache-Control": "no-store"})

@@ -27,6 +27,11 @@ class SnapshotCheckForm(forms.Form):
         required=False, max_length=100, help_text="A snapshot never tells intent or platform."
     )
     platform = forms.CharField(required=False, max_length=100)
+    profile = forms.CharField(
+        required=False,
+        max_length=200,
+        help_text="A profile selection such as gpuStack=operator-managed (default: its default).",
+    )
 
     def clean_snapshot_file(self) -> bytes | None:
         upload = self.cleaned_data.get("snapshot_file")

@@ -202,20 +202,22 @@ def _constraint_rows(doc: Mapping[str, Any], snapshot: Mapping[str, Any]) -> lis
     return rows
 
 
-def _recipe_row(catalog: Catalog, doc: Mapping[str, Any]) -> Recipe | None:
-    """The catalog recipe (leaf or profile variant) this resolution is, by its criteria."""
+def _recipe_rows(catalog: Catalog, doc: Mapping[str, Any]) -> list[Recipe]:
+    """The catalog recipes this resolution is, by criteria and selected profile: the leaf,
+    and for a profiled leaf the variant of the selected value (the default value's variant
+    is the same recipe as the leaf, so evidence named after either counts). Leaf first."""
     criteria = doc.get("criteria") or {}
-    selected = (doc.get("metadata") or {}).get("selectedProfile") or {}
+    selected = (doc.get("metadata") or {}).get("selectedProfile")
     rows = Recipe.objects.filter(
         catalog=catalog, **{d: criteria.get(d) or "any" for d in STATED_DIMENSIONS}
     ).only("pk", "name", "profile", "is_default_profile", "digest")
-    profile_value = str(selected.get("value", "")) if isinstance(selected, Mapping) else ""
-    for row in rows:
-        if not selected and not row.profile:
-            return row
-        if selected and row.profile.endswith(f"={profile_value}"):
-            return row
-    return None
+    if not isinstance(selected, Mapping):
+        return [row for row in rows if not row.profile][:1]
+    wanted = f"{selected.get('name')}={selected.get('value')}"
+    variants = [row for row in rows if row.profile == wanted]
+    if variants and variants[0].is_default_profile:
+        return [row for row in rows if not row.profile][:1] + variants
+    return variants
 
 
 # --- evidence identities ----------------------------------------------------------------------
@@ -286,10 +288,10 @@ class _Row:
     signer_label: str
 
 
-def counted_evidence(recipe_name: str) -> list[_Row]:
+def counted_evidence(recipe_names: Sequence[str]) -> list[_Row]:
     rows = (
         Evidence.objects.counted()
-        .filter(recipe_name=recipe_name)
+        .filter(recipe_name__in=recipe_names)
         .order_by("-attested_at", "-pk")
         .values_list(
             "pk",
@@ -444,15 +446,15 @@ def _fill(
     result.excluded_overlays = list(metadata.get("excludedOverlays") or [])
     result.constraint_warnings = list(metadata.get("constraintWarnings") or [])
     result.constraints = _constraint_rows(doc, snapshot)
-    row = _recipe_row(catalog, doc)
-    if row is None:
+    recipes = _recipe_rows(catalog, doc)
+    if not recipes:
         result.resolution_error = (
             "these criteria resolve to a composition that is not one of the catalog's recipes "
             f"(applied overlays: {', '.join(metadata.get('appliedOverlays') or [])}); state "
             "more criteria"
         )
         return
-    result.recipe = row.name
-    rows = counted_evidence(row.name)
+    result.recipe = recipes[0].name
+    rows = counted_evidence([r.name for r in recipes])
     identities = evidence_identities([(r.pk, r.sha256) for r in rows])
-    result.evidence = _matches(rows, result.identity, identities, row.digest)
+    result.evidence = _matches(rows, result.identity, identities, recipes[0].digest)

@@ -98,7 +98,11 @@ def check_page(request: HtmxHttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _render(request, {"form": form}, status=400)
     try:
-        result = check_snapshot(form.cleaned_data["snapshot"], form.criteria())
+        result = check_snapshot(
+            form.cleaned_data["snapshot"],
+            form.criteria(),
+            profile=form.cleaned_data["profile"] or None,
+        )
     except CheckInputError as exc:
         return _render(request, {"form": form, "error": str(exc)}, status=400)
     return _render(request, {"form": form, "result": result, "view": _view(result)})

@@ -186,3 +186,41 @@ def test_it_reads_each_evidence_identity_once(
     with django_assert_max_num_queries(6):
         warm = check_snapshot(text, STATED)
     assert warm.verdict == "validated on this exact tuple by 3 signers"
+
+
+def _aks_snapshot(gpu_driver: str) -> dict:
+    snapshot = full_snapshot(k8s="v1.34.2")
+    snapshot["measurements"][0]["subtypes"][1]["data"]["provider"] = "azure"
+    snapshot["measurements"][0]["subtypes"].append(
+        {"subtype": "aks-gpu-pools", "data": {"gpu-driver": gpu_driver}}
+    )
+    return snapshot
+
+
+def test_it_counts_evidence_of_the_default_profile_variant_for_the_leaf(real_catalog) -> None:  # type: ignore[no-untyped-def]
+    variant = Recipe.objects.get(
+        catalog=real_catalog, name="h100-aks-ubuntu-training-kubeflow-gpustack-azure-managed"
+    )
+    assert variant.is_default_profile
+    publish(variant, _aks_snapshot("Install"))
+    result = check_snapshot(as_yaml(_aks_snapshot("Install")), STATED)
+    assert result.recipe == "h100-aks-ubuntu-training-kubeflow"
+    assert [c.name for c in result.constraints if not c.ok] == []
+    assert result.verdict == "validated on this exact tuple by 1 signer"
+
+
+def test_it_checks_a_selected_profile_against_its_own_variant(real_catalog) -> None:  # type: ignore[no-untyped-def]
+    default = Recipe.objects.get(
+        catalog=real_catalog, name="h100-aks-ubuntu-training-kubeflow-gpustack-azure-managed"
+    )
+    publish(default, _aks_snapshot("Install"))
+    result = check_snapshot(
+        as_yaml(_aks_snapshot("None")), STATED, profile="gpuStack=operator-managed"
+    )
+    assert result.recipe == "h100-aks-ubuntu-training-kubeflow-gpustack-operator-managed"
+    # The default variant's evidence is another recipe: it does not cover this one.
+    assert result.evidence == []
+    default_answer = check_snapshot(as_yaml(_aks_snapshot("None")), STATED)
+    failing = [(c.name, c.expected, c.actual) for c in default_answer.constraints if not c.ok]
+    assert failing == [("K8s.aks-gpu-pools.gpu-driver", "Install", "None")]
+    assert default_answer.verdict.startswith("readiness constraints fail (K8s.aks-gpu-pools")

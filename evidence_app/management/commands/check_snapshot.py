@@ -28,6 +28,7 @@ class Command(BaseCommand):
         parser.add_argument("file", help="The snapshot YAML (aicr snapshot output); - for stdin.")
         for dimension in ("service", "accelerator", "os", "intent", "platform"):
             parser.add_argument(f"--{dimension}", default="", help=f"State the {dimension}.")
+        parser.add_argument("--profile", default="", help="A profile selection (name=value).")
         parser.add_argument("--json", action="store_true", help="Print the API's JSON answer.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -36,7 +37,7 @@ class Command(BaseCommand):
             criteria = {
                 d: options[d] for d in ("service", "accelerator", "os", "intent", "platform")
             }
-            result = check_snapshot(raw, criteria)
+            result = check_snapshot(raw, criteria, profile=options["profile"] or None)
         except CheckInputError as exc:
             self.stderr.write(f"invalid: {exc}")
             sys.exit(EXIT_INVALID)
