@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.urls import path, re_path
 from rest_framework.routers import DefaultRouter
 
+from evidence_app.api.check import SnapshotCheckView
 from evidence_app.api.views import (
     EvidenceBundleView,
     EvidenceViewSet,
@@ -33,6 +34,7 @@ urlpatterns = [
         name="recipe-resolved-yaml",
     ),
     path("query/", RecipeQueryView.as_view(), name="recipe-query"),
+    path("check/", SnapshotCheckView.as_view(), name="check"),
     re_path(
         r"^evidence/(?P<pk>[0-9]+)/bundle$", EvidenceBundleView.as_view(), name="evidence-bundle"
     ),

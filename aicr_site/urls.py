@@ -4,6 +4,8 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from evidence_app.coverage.views import check_page
+
 # Errors in the shape each route speaks: JSON under /api/ and /v1/, a small page elsewhere.
 handler400 = "aicr_site.errors.bad_request"
 handler403 = "aicr_site.errors.permission_denied"
@@ -15,6 +17,7 @@ urlpatterns = [
     path("recipes/", include("recipes_app.urls")),
     path("clusters/", include("validators_app.clusters_urls")),
     path("runs/", include("validators_app.runs_urls")),
+    path("check/", check_page, name="check"),
     # /evidence/, /evidence/new/, /evidence/<id>/, /signers/<slug>/
     path("", include("evidence_app.urls")),
     # Failed sign-ins here and at /admin/login/ are throttled by django-axes (settings.py).

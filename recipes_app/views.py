@@ -17,6 +17,7 @@ from django_htmx.http import push_url
 
 from aicr_site.lib.htmx import HtmxHttpRequest, wants_partial
 from evidence_app import selectors as evidence_selectors
+from evidence_app.coverage.ledger import qualification_ledger
 from recipes_app import selectors
 
 
@@ -68,4 +69,5 @@ def recipe_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     if wants_partial(request, target="consensus"):
         response = render(request, "recipes_app/detail.html#consensus", context)
         return push_url(response, request.get_full_path())
+    context["ledger"] = qualification_ledger(page.recipe)
     return render(request, "recipes_app/detail.html", context, status=status)

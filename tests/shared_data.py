@@ -23,3 +23,5 @@ SNAPSHOT_EXAMPLE = AICR / "_generated" / "snapshot-example.yaml"
 # and the validator catalog the orchestrator plans Jobs from.
 CTRF_NO_CLUSTER = AICR / "_generated" / "validate-no-cluster.ctrf.json"
 VALIDATOR_CATALOG = RECIPES_TREE / "validators" / "catalog.yaml"
+# The measurements-only snapshot AICR's CUJ1 chainsaw test validates against (no header).
+MOCK_SNAPSHOT = AICR / "tests" / "chainsaw" / "cli" / "cuj1-training" / "mock-snapshot.yaml"

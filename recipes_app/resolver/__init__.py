@@ -22,6 +22,9 @@ Public API (everything else in this package is internal):
 - ``marshal_deterministic(doc) -> str`` (``serializer.MarshalYAMLDeterministic``),
   ``marshal_canonical(doc) -> str``, ``parity_digest(doc)`` and ``recipe_digest(doc)``
   (``aicr evidence digest``), re-exported from ``yamlv3``.
+- ``criteria_from_snapshot(fingerprint, stated) -> DerivedCriteria`` and
+  ``resolve(..., evaluator=...)``: snapshot mode (``aicr recipe --snapshot``, step 11;
+  ``MeasurementMissing`` from the evaluator excludes the overlay).
 """
 
 from __future__ import annotations
@@ -30,8 +33,15 @@ from .catalog import Catalog, load_catalog, read_tree
 from .checks import declared_checks, threshold_owner
 from .coordinate import coordinate_for, coordinate_parts
 from .criteria import Criteria, CriteriaRegistry, parse_criteria
-from .errors import CatalogError, CriteriaError, ResolutionError, ResolverError
+from .errors import (
+    CatalogError,
+    CriteriaError,
+    MeasurementMissing,
+    ResolutionError,
+    ResolverError,
+)
 from .resolve import (
+    ConstraintEvaluator,
     ProfileVariant,
     find_matching_overlays,
     list_catalog,
@@ -39,19 +49,24 @@ from .resolve import (
     resolve,
     resolve_leaves,
 )
+from .snapshot_mode import DerivedCriteria, criteria_from_snapshot
 from .yamlv3 import marshal_canonical, marshal_deterministic, parity_digest, recipe_digest
 
 __all__ = [
     "Catalog",
     "CatalogError",
+    "ConstraintEvaluator",
     "Criteria",
     "CriteriaError",
     "CriteriaRegistry",
+    "DerivedCriteria",
+    "MeasurementMissing",
     "ProfileVariant",
     "ResolutionError",
     "ResolverError",
     "coordinate_for",
     "coordinate_parts",
+    "criteria_from_snapshot",
     "declared_checks",
     "find_matching_overlays",
     "list_catalog",

@@ -63,6 +63,10 @@ class ResolutionError(ResolverError):
         self.uncovered: list[str] = list(uncovered or [])
         self.valid_completions: dict[str, list[str]] = dict(valid_completions or {})
         self.requires_os = requires_os
+        # Snapshot mode: the overlays excluded before the failure (AICR attaches them to a
+        # coverage error's context, since the exclusion may be why a dimension is uncovered).
+        self.excluded_overlays: list[dict[str, str]] = []
+        self.constraint_warnings: list[dict[str, str]] = []
         super().__init__(f"[{code}] {message}")
 
 
@@ -76,3 +80,8 @@ class CriteriaError(ResolutionError):
 def goq(value: object) -> str:
     """Go's ``%q`` for a string (double-quoted, escaped), used to reproduce AICR's messages."""
     return json.dumps(str(value), ensure_ascii=False)
+
+
+class MeasurementMissing(ResolverError):
+    """A constraint evaluator's "the snapshot has no such reading" (AICR's ``ErrCodeNotFound``
+    from the evaluator): in snapshot mode it excludes the overlay instead of failing."""

@@ -1,4 +1,4 @@
-"""Recipe resolution: AICR.md §1.3 steps 1-10 in query mode (no snapshot).
+"""Recipe resolution: AICR.md §1.3 steps 1-10 in query mode, plus step 11 with a snapshot.
 
 ``resolve`` follows main-08 ``Builder.BuildFromCriteriaWithProfile`` →
 ``MetadataStore.BuildRecipeResultWithProfile`` → ``finalizeRecipeResult``:
@@ -25,14 +25,14 @@ shares mutable containers with the catalog.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from .catalog import BASE_NAME, Catalog
 from .coverage import require_os_if_needed, verify_criteria_coverage
 from .criteria import Criteria, parse_criteria
-from .errors import CODE_NOT_FOUND, ResolutionError, goq
+from .errors import CODE_INTERNAL, CODE_NOT_FOUND, MeasurementMissing, ResolutionError, goq
 from .merge import MergedSpec, canonical_type, topological_sort, validate_dependencies
 from .model import (
     API_VERSION,
@@ -54,6 +54,11 @@ from .yamlload import Ctx, as_any, parse_raw
 ACCOUNTING_MODES = ("disabled", "customer-managed", "aicr-provided")
 _SLINKY_SLURM = "slinky-slurm"
 _MARIADB_COMPONENTS = ("mariadb-operator-crds", "mariadb-operator", "slurm-accounting-mariadb")
+
+#: ``ConstraintEvaluatorFunc``: ``(name, value) -> (satisfied, actual reading)``. It raises
+#: ``MeasurementMissing`` when the snapshot lacks the reading (the overlay is then excluded);
+#: any other exception is a hard failure, as AICR's fail-closed ``isNotFoundEvalError`` rule.
+ConstraintEvaluator = Callable[[str, str], tuple[bool, str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +190,72 @@ def _check_evaluable(catalog: Catalog, overlays: list[Overlay]) -> None:
                 raise ResolutionError(
                     f"constraint {goq(c.name)} value is required for snapshot evaluation"
                 )
+
+
+def _evaluate(evaluator: ConstraintEvaluator, c: Constraint) -> tuple[bool, str, str]:
+    """``(satisfied, actual, reason)``; a missing reading is unsatisfied, other errors raise."""
+    try:
+        ok, actual = evaluator(c.name, c.value)
+    except MeasurementMissing as exc:
+        return False, "", str(exc)
+    except Exception as exc:  # fail closed: never a quiet exclusion (AICR PropagateOrWrap)
+        raise ResolutionError(
+            f"constraint {goq(c.name)} could not be evaluated: {exc}", code=CODE_INTERNAL
+        ) from exc
+    return ok, actual, "" if ok else f"expected {c.value}, got {actual}"
+
+
+def _exclude_failing(
+    catalog: Catalog,
+    overlays: list[Overlay],
+    evaluator: ConstraintEvaluator,
+    excluded: list[dict[str, str]],
+    warnings: list[dict[str, str]],
+) -> list[Overlay]:
+    """Step 11 (snapshot mode): drop each matched overlay whose own constraints fail, then
+    each whose chain brings a mixin whose constraints fail (``excludedOverlays`` reasons
+    ``constraint-failed`` / ``mixin-constraint-failed``, one ``constraintWarnings`` entry per
+    failing constraint)."""
+    kept: list[Overlay] = []
+    mixin_verdicts: dict[str, bool] = {}
+    for o in overlays:
+        failed = False
+        for c in o.constraints or ():
+            ok, actual, reason = _evaluate(evaluator, c)
+            if not ok:
+                failed = True
+                warnings.append(_warning(o.name, c, actual, reason))
+        if failed:
+            excluded.append({"name": o.name, "reason": "constraint-failed"})
+            continue
+        mixin_failed = False
+        for name in dict.fromkeys(m for link in catalog.chains[o.name] for m in link.mixins or ()):
+            mixin = catalog.mixins.get(name)
+            if mixin is None:
+                continue  # reported by _merge_mixins with AICR's message
+            if name not in mixin_verdicts:
+                mixin_verdicts[name] = True
+                for c in mixin.constraints or ():
+                    ok, actual, reason = _evaluate(evaluator, c)
+                    if not ok:
+                        mixin_verdicts[name] = False
+                        warnings.append(_warning(o.name, c, actual, reason))
+            mixin_failed = mixin_failed or not mixin_verdicts[name]
+        if mixin_failed:
+            excluded.append({"name": o.name, "reason": "mixin-constraint-failed"})
+            continue
+        kept.append(o)
+    return kept
+
+
+def _warning(overlay: str, c: Constraint, actual: str, reason: str) -> dict[str, str]:
+    return {
+        "overlay": overlay,
+        "constraint": c.name,
+        "expected": c.value,
+        "actual": actual,
+        "reason": reason,
+    }
 
 
 # --- finalize -------------------------------------------------------------------------------------
@@ -535,6 +606,7 @@ def _build(
     profile: str | None,
     accounting_mode: str | None,
     evaluate: bool,
+    evaluator: ConstraintEvaluator | None = None,
 ) -> dict[str, Any]:
     is_slurm = query.platform == "slurm"
     if accounting_mode is not None:
@@ -554,8 +626,12 @@ def _build(
     overlays = find_matching_overlays(catalog, query)
     require_os_if_needed(catalog, query, overlays)
     effective = effective_profile(catalog, overlays)
-    if evaluate:
+    if evaluate or evaluator is not None:
         _check_evaluable(catalog, overlays)
+    excluded: list[dict[str, str]] = []
+    warnings: list[dict[str, str]] = []
+    if evaluator is not None:
+        overlays = _exclude_failing(catalog, overlays, evaluator, excluded, warnings)
 
     base = catalog.base
     spec = MergedSpec(
@@ -571,7 +647,11 @@ def _build(
             spec.merge(link.constraints, link.component_refs, link.validation, link.mixins)
             applied.append(link.name)
     _merge_mixins(catalog, spec)
-    verify_criteria_coverage(catalog, query, applied)
+    try:
+        verify_criteria_coverage(catalog, query, applied)
+    except ResolutionError as exc:
+        exc.excluded_overlays, exc.constraint_warnings = excluded, warnings
+        raise
 
     constraints, refs = spec.constraints, spec.refs
     selected: dict[str, Any] | None = None
@@ -606,6 +686,10 @@ def _build(
     if version:
         metadata["version"] = version
     metadata["appliedOverlays"] = applied
+    if excluded:
+        metadata["excludedOverlays"] = excluded
+    if warnings:
+        metadata["constraintWarnings"] = warnings
     if selected is not None:
         metadata["selectedProfile"] = selected
     doc: dict[str, Any] = {
@@ -632,6 +716,7 @@ def resolve(
     version: str,
     profile: str | None = None,
     accounting_mode: str | None = None,
+    evaluator: ConstraintEvaluator | None = None,
 ) -> dict[str, Any]:
     """Resolve one query into a ``RecipeResult`` document (what ``aicr recipe`` outputs).
 
@@ -640,7 +725,10 @@ def resolve(
     ``metadata.version`` (AICR uses its own version; the parity golden uses
     ``catalog-parity-golden``). ``profile`` selects a profile value (``gpuStack=...``); without
     it a profiled composition gets its default. ``accounting_mode`` is the Slurm accounting mode
-    for ``platform: slurm`` (default ``disabled``).
+    for ``platform: slurm`` (default ``disabled``). ``evaluator`` turns on snapshot mode
+    (``aicr recipe --snapshot``, step 11): matched overlays whose constraints fail against the
+    snapshot are excluded and reported in ``metadata.excludedOverlays`` /
+    ``metadata.constraintWarnings``.
 
     Raises ``ResolutionError`` (``code``, ``message``, ``uncovered``, ``valid_completions``,
     ``requires_os``) when the query cannot be resolved.
@@ -653,6 +741,7 @@ def resolve(
         profile=profile,
         accounting_mode=accounting_mode,
         evaluate=False,
+        evaluator=evaluator,
     )
 
 

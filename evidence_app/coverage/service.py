@@ -1,0 +1,460 @@
+""" "Does the evidence cover my cluster?": a snapshot against the catalog and the counted evidence.
+
+``check_snapshot`` parses the snapshot, derives the criteria the way ``aicr recipe --snapshot``
+does (fingerprint → service/accelerator/os, the rest stated), resolves the recipe in snapshot
+mode (overlays whose constraints fail are excluded, AICR step 11), evaluates the recipe's
+readiness constraints with the validation runs' evaluator (AICR's operators and messages), and
+compares the snapshot's identity tuple with every counted evidence of that recipe.
+
+Nothing here stores the snapshot or writes to the database. Each evidence's identity tuple is
+read once from its stored bytes and cached by sha256 (the bytes never change).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.core.cache import cache
+
+from evidence_app.attestation import fingerprint_of
+from evidence_app.models import Container, Evidence
+from recipes_app import services as recipe_services
+from recipes_app.aicrd.resolve import AicrdError, current_catalog
+from recipes_app.models import Catalog, Recipe
+from recipes_app.resolver import (
+    ConstraintEvaluator,
+    CriteriaError,
+    MeasurementMissing,
+    ResolutionError,
+    criteria_from_snapshot,
+    parse_criteria,
+    resolve,
+)
+from validators_app.orchestrator.readiness import (
+    ConstraintError,
+    evaluate_constraint,
+    lookup,
+    readiness_constraints,
+)
+
+from .identity import (
+    LABELS,
+    Comparison,
+    compare,
+    identity_from_fingerprint,
+    identity_of,
+    merged,
+)
+from .snapshot_input import SnapshotInputError, read_snapshot_input
+
+STATED_DIMENSIONS = ("service", "accelerator", "os", "intent", "platform")
+MAX_CRITERIA_VALUE = 100
+_IDENTITY_CACHE_PREFIX = "evidence-identity:v1:"
+_IDENTITY_CACHE_SECONDS = None  # content-addressed: never stale (the key prefix is versioned)
+_GPU_NODES_PATH = "NodeTopology.gpu-nodes.label"
+# A sha256's identity never changes (the bytes are content-addressed), so each process also
+# keeps the ones it has seen: a warm check of 1,000 records then makes no cache round trip.
+_LOCAL: dict[str, dict[str, str | None]] = {}
+_LOCAL_MAX = 50_000
+
+
+class CheckInputError(ValueError):
+    """The request cannot be answered (bad snapshot, bad criteria, no catalog): a 400."""
+
+
+@dataclass(frozen=True)
+class ConstraintRow:
+    name: str
+    expected: str
+    actual: str
+    ok: bool
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class EvidenceMatch:
+    id: int
+    signer_id: int
+    signer_label: str
+    attested_at: datetime
+    aicr_version: str
+    same_recipe: bool
+    matches: list[str]
+    differs: list[str]
+    not_recorded: list[str]  # by the evidence (the snapshot has it)
+    not_in_snapshot: list[str]  # the evidence records it, the snapshot does not
+    values: dict[str, dict[str, str | None]]  # per differing identity: both values
+
+    @property
+    def exact(self) -> bool:
+        return (
+            self.same_recipe
+            and not self.differs
+            and not self.not_recorded
+            and not (self.not_in_snapshot)
+        )
+
+
+@dataclass
+class CheckResult:
+    criteria: dict[str, str]
+    criteria_origin: dict[str, str]
+    identity: dict[str, str | None]
+    recipe: str | None = None
+    resolution_error: str = ""
+    valid_completions: dict[str, list[str]] = field(default_factory=dict)
+    excluded_overlays: list[dict[str, str]] = field(default_factory=list)
+    constraint_warnings: list[dict[str, str]] = field(default_factory=list)
+    constraints: list[ConstraintRow] = field(default_factory=list)
+    evidence: list[EvidenceMatch] = field(default_factory=list)
+    verdict: str = ""
+    covered: bool = False
+
+    def as_api(self) -> dict[str, Any]:
+        return {
+            "recipe": self.recipe,
+            "criteria": self.criteria,
+            "criteriaOrigin": self.criteria_origin,
+            "resolutionError": self.resolution_error,
+            "validCompletions": self.valid_completions,
+            "excludedOverlays": self.excluded_overlays,
+            "constraintWarnings": self.constraint_warnings,
+            "constraints": [
+                {
+                    "name": c.name,
+                    "expected": c.expected,
+                    "actual": c.actual,
+                    "ok": c.ok,
+                    "message": c.message,
+                }
+                for c in self.constraints
+            ],
+            "identity": self.identity,
+            "evidence": [
+                {
+                    "id": e.id,
+                    "signer": e.signer_label,
+                    "attestedAt": e.attested_at.isoformat(),
+                    "aicrVersion": e.aicr_version,
+                    "sameRecipe": e.same_recipe,
+                    "exact": e.exact,
+                    "matches": e.matches,
+                    "differs": e.differs,
+                    "notRecorded": e.not_recorded,
+                    "notInSnapshot": e.not_in_snapshot,
+                    "values": e.values,
+                }
+                for e in self.evidence
+            ],
+            "verdict": self.verdict,
+            "covered": self.covered,
+        }
+
+
+# --- inputs -----------------------------------------------------------------------------------
+
+
+def _stated(criteria: Mapping[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for dimension in STATED_DIMENSIONS:
+        value = criteria.get(dimension)
+        if value in (None, ""):
+            continue
+        if not isinstance(value, str) or len(value) > MAX_CRITERIA_VALUE:
+            raise CheckInputError(
+                f"{dimension} must be a text of at most {MAX_CRITERIA_VALUE} characters"
+            )
+        out[dimension] = value.strip()
+    return out
+
+
+def _evaluator(snapshot: Mapping[str, Any]) -> ConstraintEvaluator:
+    def evaluate(name: str, value: str) -> tuple[bool, str]:
+        if name != _GPU_NODES_PATH:
+            try:
+                lookup(snapshot, name)
+            except ConstraintError as exc:
+                raise MeasurementMissing(str(exc)) from None
+        try:
+            return evaluate_constraint(snapshot, name, value)
+        except ConstraintError as exc:
+            if "not found" in str(exc) or "no GPU nodes" in str(exc):
+                raise MeasurementMissing(str(exc)) from None
+            raise
+
+    return evaluate
+
+
+def _constraint_rows(doc: Mapping[str, Any], snapshot: Mapping[str, Any]) -> list[ConstraintRow]:
+    rows = []
+    for c in readiness_constraints(doc):
+        name, expected = str(c.get("name", "")), str(c.get("value", ""))
+        try:
+            ok, actual = evaluate_constraint(snapshot, name, expected)
+        except ConstraintError as exc:
+            rows.append(ConstraintRow(name, expected, "", False, f"could not evaluate: {exc}"))
+            continue
+        message = "" if ok else f"expected {expected}, got {actual}"
+        rows.append(ConstraintRow(name, expected, actual, ok, message))
+    return rows
+
+
+def _recipe_rows(catalog: Catalog, doc: Mapping[str, Any]) -> list[Recipe]:
+    """The catalog recipes this resolution is, by criteria and selected profile: the leaf,
+    and for a profiled leaf the variant of the selected value (the default value's variant
+    is the same recipe as the leaf, so evidence named after either counts). Leaf first."""
+    criteria = doc.get("criteria") or {}
+    selected = (doc.get("metadata") or {}).get("selectedProfile")
+    rows = Recipe.objects.filter(
+        catalog=catalog, **{d: criteria.get(d) or "any" for d in STATED_DIMENSIONS}
+    ).only("pk", "name", "profile", "is_default_profile", "digest")
+    if not isinstance(selected, Mapping):
+        return [row for row in rows if not row.profile][:1]
+    wanted = f"{selected.get('name')}={selected.get('value')}"
+    variants = [row for row in rows if row.profile == wanted]
+    if variants and variants[0].is_default_profile:
+        return [row for row in rows if not row.profile][:1] + variants
+    return variants
+
+
+# --- evidence identities ----------------------------------------------------------------------
+
+
+def _identity_from_stored(evidence: Evidence) -> dict[str, str | None]:
+    predicate = evidence.predicate if isinstance(evidence.predicate, Mapping) else {}
+    fingerprint = predicate.get("fingerprint")
+    aicr_version = str(predicate.get("aicrVersion") or evidence.aicr_version or "")
+    base = identity_from_fingerprint(
+        fingerprint if isinstance(fingerprint, Mapping) else {}, aicr_version=aicr_version
+    )
+    if evidence.container != Container.SUMMARY_BUNDLE:
+        return base
+    # Imported here: the verification package pulls in sigstore, needed only on a cache miss.
+    from evidence_app.verification.summary_bundle import SummaryBundleError, open_summary_bundle
+
+    try:
+        files = open_summary_bundle(bytes(evidence.content)).files
+        snapshot = read_snapshot_input(files["snapshot.yaml"]) if "snapshot.yaml" in files else {}
+    except (SummaryBundleError, SnapshotInputError, KeyError, OSError, ValueError):
+        return base
+    return merged(identity_of(snapshot, aicr_version=aicr_version), base)
+
+
+def evidence_identities(
+    keys: Sequence[tuple[int, str]],
+) -> dict[int, dict[str, str | None]]:
+    """Identity tuple per evidence id, for ``(id, sha256)`` pairs; stored bytes are read only
+    for sha256s not cached yet."""
+    cache_keys = {pk: _IDENTITY_CACHE_PREFIX + sha256 for pk, sha256 in keys}
+    out = {pk: _LOCAL[key] for pk, key in cache_keys.items() if key in _LOCAL}
+    wanted = [key for pk, key in cache_keys.items() if pk not in out]
+    cached = cache.get_many(wanted) if wanted else {}
+    out.update({pk: cached[key] for pk, key in cache_keys.items() if key in cached})
+    _remember(cached)
+    missing = [pk for pk in cache_keys if pk not in out]
+    if missing:
+        fresh = {}
+        for e in Evidence.objects.filter(pk__in=missing).only(
+            "pk", "sha256", "content", "container", "predicate", "aicr_version"
+        ):
+            out[e.pk] = _identity_from_stored(e)
+            fresh[cache_keys[e.pk]] = out[e.pk]
+        cache.set_many(fresh, _IDENTITY_CACHE_SECONDS)
+        _remember(fresh)
+    return out
+
+
+def _remember(identities: Mapping[str, dict[str, str | None]]) -> None:
+    # Bounded: dropped wholesale when full (the shared cache still has every entry).
+    if len(_LOCAL) + len(identities) > _LOCAL_MAX:
+        _LOCAL.clear()
+    _LOCAL.update(identities)
+
+
+@dataclass(frozen=True)
+class _Row:
+    """The few columns of one counted evidence the check needs (no model instances: 1,000
+    of them would cost more to build than everything else)."""
+
+    pk: int
+    sha256: str
+    subject_digest: str
+    attested_at: datetime
+    aicr_version: str
+    signer_id: int
+    signer_label: str
+
+
+def counted_evidence(recipe_names: Sequence[str]) -> list[_Row]:
+    rows = (
+        Evidence.objects.counted()
+        .filter(recipe_name__in=recipe_names)
+        .order_by("-attested_at", "-pk")
+        .values_list(
+            "pk",
+            "sha256",
+            "subject_digest",
+            "attested_at",
+            "aicr_version",
+            "signer_id",
+            "signer__label",
+        )
+    )
+    return [_Row(*row) for row in rows]
+
+
+def _matches(
+    rows: Sequence[_Row],
+    cluster: Mapping[str, str | None],
+    identities: Mapping[int, Mapping[str, str | None]],
+    digest: str,
+) -> list[EvidenceMatch]:
+    """One comparison per distinct identity tuple (many records share one), one row each."""
+    by_tuple: dict[tuple[str | None, ...], Comparison] = {}
+    out = []
+    for row in rows:
+        theirs = identities[row.pk]
+        key = tuple(theirs.get(k) for k in LABELS)
+        c = by_tuple.get(key)
+        if c is None:
+            c = by_tuple[key] = compare(cluster, theirs)
+        out.append(
+            EvidenceMatch(
+                id=row.pk,
+                signer_id=row.signer_id,
+                signer_label=row.signer_label,
+                attested_at=row.attested_at,
+                aicr_version=row.aicr_version,
+                same_recipe=row.subject_digest == digest,
+                matches=c.matches,
+                differs=c.differs,
+                not_recorded=c.not_recorded,
+                not_in_snapshot=c.not_in_snapshot,
+                values={
+                    k: {"snapshot": cluster.get(k), "evidence": theirs.get(k)} for k in c.differs
+                },
+            )
+        )
+    return out
+
+
+# --- verdict ----------------------------------------------------------------------------------
+
+
+def _names(keys: Sequence[str]) -> str:
+    return ", ".join(LABELS[k] for k in keys)
+
+
+def verdict_of(result: CheckResult) -> tuple[str, bool]:
+    """The answer in words, and whether the evidence covers this cluster exactly."""
+    if result.recipe is None and result.constraint_warnings:
+        failed = "; ".join(
+            f"{w['constraint']} expected {w['expected']}, got {w['actual']}"
+            if w["actual"]
+            else w["reason"]
+            for w in result.constraint_warnings
+        )
+        return f"not validated: the snapshot fails the recipe's constraints ({failed})", False
+    if result.recipe is None:
+        why = result.resolution_error or "no catalog recipe has exactly these criteria"
+        return f"not validated: no recipe applies ({why})", False
+    failing = [c.name for c in result.constraints if not c.ok]
+    prefix = f"readiness constraints fail ({', '.join(failing)}); " if failing else ""
+    if not result.evidence:
+        return f"{prefix}not validated: no counted evidence for {result.recipe}", False
+    exact = [e for e in result.evidence if e.exact]
+    if exact:
+        signers = len({e.signer_id for e in exact})
+        text = f"validated on this exact tuple by {signers} signer{'s' * (signers != 1)}"
+        return prefix + text, not failing
+    same = [e for e in result.evidence if e.same_recipe] or result.evidence
+    if all_same := [e for e in same if not e.differs]:
+        gaps = sorted({k for e in all_same for k in e.not_recorded + e.not_in_snapshot})
+        return (
+            prefix + "validated on a tuple that matches as far as it is recorded; not recorded "
+            f"on one side: {_names([k for k in LABELS if k in gaps])}",
+            False,
+        )
+    closest = min(same, key=lambda e: (len(e.differs), -e.attested_at.timestamp()))
+    what = _names(closest.differs) or "recipe"
+    if not closest.same_recipe and not closest.differs:
+        what = "recipe version"
+    return f"{prefix}validated on a different tuple ({what} differs)", False
+
+
+# --- entry point ------------------------------------------------------------------------------
+
+
+def check_snapshot(
+    raw: bytes | str, criteria: Mapping[str, Any] | None = None, *, profile: str | None = None
+) -> CheckResult:
+    """Answer for one snapshot; ``CheckInputError`` naming the problem for bad input."""
+    try:
+        snapshot = read_snapshot_input(raw)
+    except SnapshotInputError as exc:
+        raise CheckInputError(str(exc)) from None
+    stated = _stated(criteria or {})
+    derived = criteria_from_snapshot(fingerprint_of(snapshot), stated)
+    result = CheckResult(
+        criteria=derived.values, criteria_origin=derived.origin, identity=identity_of(snapshot)
+    )
+    try:
+        catalog = current_catalog()
+    except AicrdError as exc:
+        raise CheckInputError(exc.message) from None
+    loaded = recipe_services.loaded_catalog(catalog)
+    try:
+        query = parse_criteria(derived.values, loaded)
+    except CriteriaError as exc:
+        raise CheckInputError(f"criteria: {exc.message}") from None
+    if query.specificity() == 0:
+        result.resolution_error = (
+            "the snapshot tells neither service, accelerator nor OS; state them"
+        )
+    else:
+        try:
+            doc = resolve(
+                loaded,
+                query,
+                version=catalog.aicr_version,
+                profile=profile,
+                evaluator=_evaluator(snapshot),
+            )
+        except ResolutionError as exc:
+            result.resolution_error = exc.message
+            result.valid_completions = exc.valid_completions
+            result.excluded_overlays = exc.excluded_overlays
+            result.constraint_warnings = exc.constraint_warnings
+            # What excluded the overlays is what fails: shown as the constraints table.
+            result.constraints = [
+                ConstraintRow(w["constraint"], w["expected"], w["actual"], False, w["reason"])
+                for w in exc.constraint_warnings
+            ]
+        else:
+            _fill(result, catalog, doc, snapshot)
+    result.verdict, result.covered = verdict_of(result)
+    return result
+
+
+def _fill(
+    result: CheckResult, catalog: Catalog, doc: Mapping[str, Any], snapshot: Mapping[str, Any]
+) -> None:
+    metadata = doc.get("metadata") or {}
+    result.excluded_overlays = list(metadata.get("excludedOverlays") or [])
+    result.constraint_warnings = list(metadata.get("constraintWarnings") or [])
+    result.constraints = _constraint_rows(doc, snapshot)
+    recipes = _recipe_rows(catalog, doc)
+    if not recipes:
+        result.resolution_error = (
+            "these criteria resolve to a composition that is not one of the catalog's recipes "
+            f"(applied overlays: {', '.join(metadata.get('appliedOverlays') or [])}); state "
+            "more criteria"
+        )
+        return
+    result.recipe = recipes[0].name
+    rows = counted_evidence([r.name for r in recipes])
+    identities = evidence_identities([(r.pk, r.sha256) for r in rows])
+    result.evidence = _matches(rows, result.identity, identities, recipes[0].digest)
