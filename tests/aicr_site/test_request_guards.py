@@ -59,6 +59,8 @@ ROUTES = {
     "runs:start": "/runs/start/",
     "runs:detail": "/runs/1/",
     "runs:cancel": "/runs/1/cancel/",
+    "check": "/check/",
+    "api:check": "/api/v1/check/",
     "admin:index": "/admin/",
     "admin:login": "/admin/login/",
 }
