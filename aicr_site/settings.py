@@ -279,9 +279,10 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_b
 # Request bodies are refused (413) before they are read when larger than the route's cap:
 # evidence uploads get EVIDENCE_MAX_UPLOAD_BYTES (below), every other route this.
 REQUEST_MAX_BODY_BYTES = int(os.environ.get("REQUEST_MAX_BODY_BYTES", str(1024 * 1024)))
-# Routes (URL names) that take uploads: their own cap, and the only ones that parse multipart
-# bodies from anonymous clients (the API's own token check refuses those that lack one).
-REQUEST_UPLOAD_ROUTES = ("evidence:new", "api:evidence-list")
+# Routes (URL names) that take uploads: their own cap (checked by the view before it reads the
+# body), and the only ones that parse multipart bodies from anonymous clients (the evidence
+# API's own token check refuses those that lack one; the snapshot check is public).
+REQUEST_UPLOAD_ROUTES = ("evidence:new", "api:evidence-list", "check", "api:check")
 
 # Sign-in throttling (django-axes) on /accounts/login/ and /admin/login/: after
 # LOGIN_FAILURE_LIMIT failures for one username from one address, sign-in is refused (429)
