@@ -5,6 +5,11 @@ from __future__ import annotations
 from django.urls import path, re_path
 from rest_framework.routers import DefaultRouter
 
+from evidence_app.api.export_views import (
+    AuditPackageExportView,
+    EvidenceCsvExportView,
+    EvidenceNdjsonExportView,
+)
 from evidence_app.api.views import (
     EvidenceBundleView,
     EvidenceViewSet,
@@ -38,5 +43,8 @@ urlpatterns = [
         name="evidence-withdraw",
     ),
     path("uploads/<int:pk>/", UploadDetailView.as_view(), name="upload-detail"),
+    path("export/evidence.ndjson", EvidenceNdjsonExportView.as_view(), name="export-ndjson"),
+    path("export/evidence.csv", EvidenceCsvExportView.as_view(), name="export-csv"),
+    path("export/audit.tar.gz", AuditPackageExportView.as_view(), name="export-audit"),
     *router.urls,
 ]
