@@ -19,6 +19,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from aicr_site.errors import error_response
 from evidence_app.api.filters import EvidenceFilter
 from evidence_app.api.serializers import ErrorSerializer
 from evidence_app.auth import HasRole
@@ -155,12 +156,7 @@ class AuditPackageExportView(_ExportView):
             )
         except SiteKeyUnavailable as exc:
             spool.close()
-            response = HttpResponse(
-                JSONRenderer().render({"detail": f"No audit package: {exc}."}),
-                status=503,
-                content_type="application/json",
-            )
-            return response
+            return error_response(request._request, status=503, message=f"No audit package: {exc}.")
         except BaseException:
             spool.close()
             raise
