@@ -23,6 +23,8 @@ urlpatterns = [
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(next_page="home"), name="logout"),
     path("api/v1/", include("aicr_site.api_router")),
+    # AICR's dashboard data format, computed from the stored evidence.
+    path("aicr/", include("evidence_app.publication_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     # Drop-in for aicrd's recipe API, so existing AICR clients can point at this site.
