@@ -179,6 +179,8 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    # Every /api/ error in one shape: code, message, details, request_id (aicr_site/errors.py).
+    "EXCEPTION_HANDLER": "aicr_site.errors.api_exception_handler",
     # API clients authenticate with a Bearer token; the session is accepted too (with CSRF) so
     # a signed-in maintainer can use the browsable API. Never HTTP Basic.
     "DEFAULT_AUTHENTICATION_CLASSES": [
