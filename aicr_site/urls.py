@@ -4,6 +4,8 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from aicr_site import health
+
 # Errors in the shape each route speaks: JSON under /api/ and /v1/, a small page elsewhere.
 handler400 = "aicr_site.errors.bad_request"
 handler403 = "aicr_site.errors.permission_denied"
@@ -30,4 +32,6 @@ urlpatterns = [
     # Drop-in for aicrd's recipe API, so existing AICR clients can point at this site.
     path("", include("recipes_app.aicrd.urls")),
     path("admin/", admin.site.urls),
+    path("health", health.health, name="health"),
+    path("ready", health.ready, name="ready"),
 ]

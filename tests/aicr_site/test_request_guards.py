@@ -45,6 +45,8 @@ ROUTES = {
     "api:export-audit": "/api/v1/export/audit.tar.gz",
     "aicr-dashboard:index": "/aicr/data/index.json",
     "aicr-dashboard:series": "/aicr/data/series/h100-eks-ubuntu-training-kubeflow.json",
+    "health": "/health",
+    "ready": "/ready",
     "api-schema": "/api/schema/",
     "api-docs": "/api/docs/",
     "aicrd:recipe": "/v1/recipe",
