@@ -58,6 +58,9 @@ MIDDLEWARE = [
     "aicr_site.middleware.RequestBodyLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # ETag on every GET answer that has none (a hash of the body) and 304 for If-None-Match:
+    # API clients polling lists and details skip unchanged bodies.
+    "django.middleware.http.ConditionalGetMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
