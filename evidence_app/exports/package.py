@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from evidence_app import selectors
@@ -165,12 +165,14 @@ def _trust(writer: _Writer) -> None:
     )
 
 
-def _recipes(writer: _Writer, recipe_ids: set[int]) -> dict[str, Any]:
+def _recipes(writer: _Writer, bound: set[tuple[int, str]]) -> dict[str, Any]:
     index: dict[str, Any] = {}
     catalogs: set[int] = set()
-    for recipe in Recipe.objects.filter(pk__in=recipe_ids).only(
-        "name", "catalog_id", "digest", "canonical_yaml", "checks"
-    ):
+    wanted = Q()
+    for catalog_id, digest in bound:
+        wanted |= Q(catalog_id=catalog_id, digest=digest)
+    recipes = Recipe.objects.filter(wanted) if bound else Recipe.objects.none()
+    for recipe in recipes.only("name", "catalog_id", "digest", "canonical_yaml", "checks"):
         writer.add(f"recipes/{recipe.digest}.yaml", recipe.canonical_yaml.encode("utf-8"))
         index[recipe.digest] = {
             "name": recipe.name,
@@ -209,7 +211,7 @@ def audit_package_write(
     records_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed once copied into the tar)
     records_size = 0
     consensus_rows: list[dict[str, Any]] = []
-    recipe_ids: set[int] = set()
+    bound: set[tuple[int, str]] = set()  # (catalog, recipe digest) the records bind to
     count = 0
     with tarfile.open(fileobj=out, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
         writer = _Writer(tar=tar, mtime=now.timestamp())
@@ -217,12 +219,12 @@ def audit_package_write(
             stored = {
                 pk: (content, artifact, transcript, check_results)
                 for pk, content, artifact, transcript, check_results in Evidence.objects.filter(
-                    pk__in=[evidence.pk for evidence, _ in chunk]
+                    pk__in=[record["id"] for record in chunk]
                 ).values_list("pk", "content", "artifact", "transcript", "check_results")
             }
-            for evidence, record in chunk:
-                content, artifact, transcript, check_results = stored[evidence.pk]
-                sha = evidence.sha256
+            for record in chunk:
+                content, artifact, transcript, check_results = stored[record["id"]]
+                sha = record["sha256"]
                 writer.add(f"bundles/{sha}", bytes(content))
                 if artifact is not None:
                     writer.add(f"artifacts/{sha}", bytes(artifact))
@@ -238,14 +240,14 @@ def audit_package_write(
                 data = ndjson_line(line)
                 records_file.write(data)
                 records_size += len(data)
-                recipe_ids.add(evidence.recipe_id)
+                bound.add((record["catalog"], record["recipe_digest"]))
                 if record["counted"]:
                     consensus_rows.append(_consensus_input(line))
                 count += 1
         writer.add_file("records.ndjson", records_file, records_size)
         records_file.close()
         _trust(writer)
-        declared = _recipes(writer, recipe_ids)
+        declared = _recipes(writer, bound)
         writer.add("consensus.json", canonical_json(package_consensus(consensus_rows, declared)))
         fingerprint = key_fingerprint(key.public_key())
         writer.add(

@@ -11,51 +11,64 @@ import csv
 import io
 import json
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import batched
 from typing import Any, TypedDict
 
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
+from django.db.models.fields.json import KeyTransform
+from django.utils import timezone
 
 from evidence_app import selectors
-from evidence_app.models import Evidence
-from evidence_app.services.staleness import staleness_bulk
+from evidence_app.models import Evidence, Verdict
+from evidence_app.services.staleness import stale_after_days, staleness_context
 
 CHUNK_SIZE = 2000
 
-# The columns read (``only``): the stored bytes, transcripts and certificates stay in the table.
-_FIELDS = (
-    "id",
-    "sha256",
-    "size",
-    "container",
-    "media_type",
-    "recipe_name",
-    "subject_digest",
-    "predicate_type",
-    "recipe__catalog_id",
-    "aicr_version",
-    "validator_catalog_version",
-    "k8s_version",
-    "attested_at",
-    "predicate",
-    "rekor_log_index",
-    "integrated_time",
-    "trusted_root_name",
-    "verdict",
-    "is_demo",
-    "is_simulated",
-    "uploaded_at",
-    "withdrawn_at",
-    "withdrawal_reason",
-    "signer__slug",
-    "signer__kind",
-    "signer__identity",
-    "signer__issuer",
-    "signer__signer_class",
-    "signer__counted",
-    "signer__label",
-    "signer__key__fingerprint",
+# (record key, column) read with ``values_list``: no model instances, the stored bytes,
+# transcripts and certificates never leave the table, only ``predicate.phases`` of the predicate.
+_COLUMNS = (
+    ("id", "id"),
+    ("sha256", "sha256"),
+    ("recipe", "recipe_name"),
+    ("recipe_digest", "subject_digest"),
+    ("catalog", "recipe__catalog_id"),
+    ("predicate_type", "predicate_type"),
+    ("container", "container"),
+    ("media_type", "media_type"),
+    ("size", "size"),
+    ("has_artifact", "has_artifact"),
+    ("signer_slug", "signer__slug"),
+    ("signer_label", "signer__label"),
+    ("signer_kind", "signer__kind"),
+    ("signer_identity", "signer__identity"),
+    ("signer_issuer", "signer__issuer"),
+    ("signer_key_fingerprint", "signer__key__fingerprint"),
+    ("signer_class", "signer__signer_class"),
+    ("signer_counted", "signer__counted"),
+    ("counted", "is_counted"),
+    ("verdict", "verdict"),
+    ("withdrawn_at", "withdrawn_at"),
+    ("withdrawal_reason", "withdrawal_reason"),
+    ("aicr_version", "aicr_version"),
+    ("validator_catalog_version", "validator_catalog_version"),
+    ("k8s_version", "k8s_version"),
+    ("attested_at", "attested_at"),
+    ("uploaded_at", "uploaded_at"),
+    ("rekor_log_index", "rekor_log_index"),
+    ("rekor_integrated_time", "integrated_time"),
+    ("trusted_root", "trusted_root_name"),
+    ("is_simulated", "is_simulated"),
+    ("is_demo", "is_demo"),
+    ("phases", "predicate_phases"),
+    ("signer_id", "signer_id"),
+)
+_COUNTED = Q(
+    # EvidenceQuerySet.counted() as one column (a test holds them equal row by row).
+    verdict=Verdict.VERIFIED,
+    withdrawn_at__isnull=True,
+    signer__counted=True,
+    is_simulated=False,
 )
 
 
@@ -106,16 +119,17 @@ class ExportRecord(TypedDict):
     bundle_url: str
 
 
-def export_queryset(queryset: QuerySet[Evidence]) -> QuerySet[Evidence]:
-    """``queryset`` narrowed to the export's columns, in a stable order (oldest id first, so a
-    row committed during the export is after every row already sent)."""
+def export_rows(queryset: QuerySet[Evidence]) -> QuerySet[Any]:
+    """``queryset``'s export columns as tuples (``_COLUMNS`` order), oldest id first: a row
+    committed during the export comes after every row already sent."""
     return (
-        queryset.select_related("signer", "signer__key", "recipe")
-        .only(*_FIELDS)
-        .annotate(
-            has_artifact=ExpressionWrapper(Q(artifact__isnull=False), output_field=BooleanField())
+        queryset.annotate(
+            has_artifact=ExpressionWrapper(Q(artifact__isnull=False), output_field=BooleanField()),
+            is_counted=ExpressionWrapper(_COUNTED, output_field=BooleanField()),
+            predicate_phases=KeyTransform("phases", "predicate"),
         )
         .order_by("pk")
+        .values_list(*(column for _, column in _COLUMNS))
     )
 
 
@@ -123,55 +137,65 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value is not None else None
 
 
-def record_of(
-    evidence: Evidence, *, stale_reasons: list[str], url_of: Callable[[str, int], str]
-) -> ExportRecord:
-    """The flat record; ``url_of(route name, id)``: an absolute URL (the API's routes)."""
-    signer = evidence.signer
-    phases = selectors.phase_summaries(evidence.predicate)
+def _phases(value: Any) -> dict[str, PhaseCounts]:
+    summaries = selectors.phase_summaries({"phases": value})
     return {
-        "id": evidence.pk,
-        "sha256": evidence.sha256,
-        "recipe": evidence.recipe_name,
-        "recipe_digest": evidence.subject_digest,
-        "catalog": evidence.recipe.catalog_id,
-        "predicate_type": evidence.predicate_type,
-        "container": evidence.container,
-        "media_type": evidence.media_type,
-        "size": evidence.size,
-        "has_artifact": bool(getattr(evidence, "has_artifact", False)),
-        "signer_slug": signer.slug,
-        "signer_label": signer.label,
-        "signer_kind": signer.kind,
-        "signer_identity": signer.identity,
-        "signer_issuer": signer.issuer,
-        "signer_key_fingerprint": signer.key.fingerprint if signer.key_id else "",
-        "signer_class": signer.signer_class,
-        "signer_counted": signer.counted,
-        "counted": selectors.is_counted(evidence),
-        "verdict": evidence.verdict,
-        "stale": bool(stale_reasons),
-        "stale_reasons": stale_reasons,
-        "withdrawn": evidence.withdrawn_at is not None,
-        "withdrawn_at": _iso(evidence.withdrawn_at),
-        "withdrawal_reason": evidence.withdrawal_reason,
-        "aicr_version": evidence.aicr_version,
-        "validator_catalog_version": evidence.validator_catalog_version,
-        "k8s_version": evidence.k8s_version,
-        "attested_at": _iso(evidence.attested_at) or "",
-        "uploaded_at": _iso(evidence.uploaded_at) or "",
-        "rekor_log_index": evidence.rekor_log_index,
-        "rekor_integrated_time": _iso(evidence.integrated_time),
-        "trusted_root": evidence.trusted_root_name,
-        "is_simulated": evidence.is_simulated,
-        "is_demo": evidence.is_demo,
-        "phases": {
-            name: {"passed": p.passed, "failed": p.failed, "skipped": p.skipped}
-            for name, p in sorted(phases.items())
-        },
-        "url": url_of("api:evidence-detail", evidence.pk),
-        "bundle_url": url_of("api:evidence-bundle", evidence.pk),
+        name: {"passed": p.passed, "failed": p.failed, "skipped": p.skipped}
+        for name, p in sorted(summaries.items())
     }
+
+
+class _Staleness:
+    """Stale reason codes per row, from ``services.staleness`` (the one rule), memoised.
+
+    A row's reasons depend on its recipe name, digest, AICR and validator catalog versions,
+    signer, whether it is older than the limit and whether it is withdrawn; rows sharing these
+    share their codes, so the rule runs once per distinct combination, not once per row."""
+
+    def __init__(self) -> None:
+        self.now = timezone.now()
+        self.limit = timedelta(days=stale_after_days())
+        self.memo: dict[tuple[Any, ...], list[str]] = {}
+
+    def chunk(self, rows: list[dict[str, Any]]) -> None:
+        """Load the facts for a chunk (a fixed number of queries)."""
+        probes = {
+            (row["recipe"], row["signer_id"]): Evidence(
+                recipe_name=row["recipe"], signer_id=row["signer_id"]
+            )
+            for row in rows
+        }
+        self.context = staleness_context(list(probes.values()), now=self.now)
+        self.memo.clear()
+
+    def codes(self, row: dict[str, Any]) -> list[str]:
+        old = self.now - row["attested_at"] > self.limit
+        withdrawn = row["withdrawn_at"] is not None
+        key = (
+            row["recipe"],
+            row["recipe_digest"],
+            row["aicr_version"],
+            row["validator_catalog_version"],
+            row["signer_id"],
+            old,
+            withdrawn,
+        )
+        codes = self.memo.get(key)
+        if codes is None:
+            probe = Evidence(
+                recipe_name=row["recipe"],
+                subject_digest=row["recipe_digest"],
+                aicr_version=row["aicr_version"],
+                validator_catalog_version=row["validator_catalog_version"],
+                signer_id=row["signer_id"],
+                # A stand-in time on the same side of the limit as the row's.
+                attested_at=self.now - self.limit - timedelta(days=1) if old else self.now,
+                withdrawn_at=self.now if withdrawn else None,
+                withdrawal_reason="withdrawn" if withdrawn else "",
+            )
+            codes = [reason.code for reason in self.context.reasons(probe)]
+            self.memo[key] = codes
+        return codes
 
 
 def export_chunks(
@@ -179,31 +203,40 @@ def export_chunks(
     *,
     url_of: Callable[[str, int], str],
     chunk_size: int = CHUNK_SIZE,
-) -> Iterator[list[tuple[Evidence, ExportRecord]]]:
-    """``(row, record)`` pairs, ``chunk_size`` at a time, from one pass of a server-side cursor;
-    staleness costs a fixed number of queries per chunk, not per row."""
-    rows = export_queryset(queryset).iterator(chunk_size=chunk_size)
-    for chunk in batched(rows, chunk_size):
-        stale = staleness_bulk(chunk)
-        yield [
-            (
-                evidence,
-                record_of(
-                    evidence,
-                    stale_reasons=[reason.code for reason in stale.get(evidence.pk, [])],
-                    url_of=url_of,
-                ),
+) -> Iterator[list[ExportRecord]]:
+    """Records, ``chunk_size`` at a time, from one pass of a server-side cursor; staleness
+    costs a fixed number of queries per chunk, never one per row."""
+    names = [name for name, _ in _COLUMNS]
+    staleness = _Staleness()
+    for chunk in batched(export_rows(queryset).iterator(chunk_size=chunk_size), chunk_size):
+        rows = [dict(zip(names, values, strict=True)) for values in chunk]
+        staleness.chunk(rows)
+        records = []
+        for row in rows:
+            stale = staleness.codes(row)
+            del row["signer_id"]
+            row.update(
+                signer_key_fingerprint=row["signer_key_fingerprint"] or "",
+                stale=bool(stale),
+                stale_reasons=stale,
+                withdrawn=row["withdrawn_at"] is not None,
+                withdrawn_at=_iso(row["withdrawn_at"]),
+                attested_at=_iso(row["attested_at"]),
+                uploaded_at=_iso(row["uploaded_at"]),
+                rekor_integrated_time=_iso(row["rekor_integrated_time"]),
+                phases=_phases(row["phases"]),
+                url=url_of("api:evidence-detail", row["id"]),
+                bundle_url=url_of("api:evidence-bundle", row["id"]),
             )
-            for evidence in chunk
-        ]
+            records.append(row)
+        yield records  # type: ignore[misc]
 
 
 def export_records(
     queryset: QuerySet[Evidence], *, url_of: Callable[[str, int], str]
 ) -> Iterator[ExportRecord]:
     for chunk in export_chunks(queryset, url_of=url_of):
-        for _evidence, record in chunk:
-            yield record
+        yield from chunk
 
 
 # --- NDJSON ----------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Signing the audit package's manifest with the site's key, and checking such a signature.
 
-The key is an ECDSA P-256 private key in PEM: ``settings.SITE_SIGNING_KEY`` (from the
-environment), else, in development only (``DEBUG``), a key generated once into the git-ignored
+The key is an ECDSA P-256 private key in PEM: ``settings.SITE_SIGNING_KEY``, or the
+``SITE_SIGNING_KEY`` environment variable when settings do not define it, else, in development
+only (``DEBUG``), a key generated once into the git-ignored
 ``SITE_SIGNING_LOCAL_KEY_FILE`` (default ``.run/site-signing-key.pem``). The signature is ECDSA
 with SHA-256 over the manifest's bytes, DER, base64-encoded: what ``cosign verify-blob --key``
 and ``openssl dgst -sha256 -verify`` check.
@@ -62,10 +63,18 @@ def _generate_file(path: Path) -> None:
         os.unlink(temporary)
 
 
-def _private_pem() -> bytes:
+def _configured_pem() -> str:
+    """``settings.SITE_SIGNING_KEY`` when settings define it, else the environment's."""
     from django.conf import settings
 
-    pem = (getattr(settings, "SITE_SIGNING_KEY", "") or "").strip()
+    configured = getattr(settings, "SITE_SIGNING_KEY", None)
+    if configured is None:
+        configured = os.environ.get("SITE_SIGNING_KEY", "")
+    return (configured or "").strip()
+
+
+def _private_pem() -> bytes:
+    pem = _configured_pem()
     if pem:
         return pem.encode()
     local = _local_key_file()
@@ -90,12 +99,8 @@ def site_private_key() -> ec.EllipticCurvePrivateKey:
 def configured_public_key() -> ec.EllipticCurvePublicKey | None:
     """The site key's public half if one is configured or was generated; never generates one
     (a checker must not trust a key it just made up)."""
-    from django.conf import settings
-
     local = _local_key_file()
-    if not (getattr(settings, "SITE_SIGNING_KEY", "") or "").strip() and not (
-        local is not None and local.exists()
-    ):
+    if not _configured_pem() and not (local is not None and local.exists()):
         return None
     return site_private_key().public_key()
 

@@ -224,3 +224,32 @@ def test_it_exports_an_empty_set_as_an_empty_body(
     response = api(auditor).get(NDJSON)
     assert b"".join(response.streaming_content) == b""
     assert len(_csv(api(auditor).get(CSV))) == 0
+
+
+def test_it_agrees_with_the_site_on_counted_and_staleness_for_every_row(
+    api: Api, auditor: str, rows: list[Evidence], example_recipe: Recipe
+) -> None:
+    from evidence_app import selectors
+    from evidence_app.services.staleness import staleness_bulk
+
+    # More combinations: an older AICR version, a delisted signer, an old withdrawn row.
+    delisted = SignerFactory(counted=False, signer_class=SignerClass.REPORTED)
+    delisted.class_changes.create(
+        from_class="community", to_class="reported", from_counted=True, to_counted=False, reason="t"
+    )
+    EvidenceFactory(recipe=example_recipe, signer=delisted, aicr_version="v0.1.0")
+    EvidenceFactory(
+        recipe=example_recipe,
+        attested_at=timezone.now() - timedelta(days=90),
+        withdrawn_at=timezone.now(),
+        withdrawal_reason="old",
+    )
+    records = {r["id"]: r for r in _ndjson(api(auditor).get(NDJSON))}
+    evidence = list(Evidence.objects.select_related("signer"))
+    stale = staleness_bulk(evidence)
+    assert len(records) == len(evidence) == len(rows) + 2
+    for e in evidence:
+        assert records[e.pk]["counted"] is selectors.is_counted(e), e.pk
+        assert records[e.pk]["stale_reasons"] == [r.code for r in stale[e.pk]], e.pk
+    assert any("signer-not-allowlisted" in r["stale_reasons"] for r in records.values())
+    assert any("aicr-outdated" in r["stale_reasons"] for r in records.values())
