@@ -21,7 +21,13 @@ from django.utils import timezone
 
 from evidence_app import selectors
 from evidence_app.models import Evidence, Verdict
-from evidence_app.services.staleness import stale_after_days, staleness_context
+from evidence_app.services.staleness import (
+    AllowlistState,
+    StalenessContext,
+    delisted_signers,
+    stale_after_days,
+    staleness_context,
+)
 
 CHUNK_SIZE = 2000
 
@@ -149,34 +155,38 @@ class _Staleness:
     """Stale reason codes per row, from ``services.staleness`` (the one rule), memoised.
 
     A row's reasons depend on its recipe name, digest, AICR and validator catalog versions,
-    signer, whether it is older than the limit and whether it is withdrawn; rows sharing these
-    share their codes, so the rule runs once per distinct combination, not once per row."""
+    whether its signer was delisted, whether it is older than the limit and whether it is
+    withdrawn; rows sharing these share their codes, so the rule runs once per distinct
+    combination, not once per row."""
 
     def __init__(self) -> None:
         self.now = timezone.now()
         self.limit = timedelta(days=stale_after_days())
         self.memo: dict[tuple[Any, ...], list[str]] = {}
+        self.context = StalenessContext(now=self.now)
 
     def chunk(self, rows: list[dict[str, Any]]) -> None:
-        """Load the facts for a chunk (a fixed number of queries)."""
-        probes = {
-            (row["recipe"], row["signer_id"]): Evidence(
-                recipe_name=row["recipe"], signer_id=row["signer_id"]
-            )
-            for row in rows
-        }
-        self.context = staleness_context(list(probes.values()), now=self.now)
-        self.memo.clear()
+        """Load the facts for a chunk's recipes and signers (a fixed number of queries)."""
+        names = {row["recipe"] for row in rows} - set(self.context.newest_aicr)
+        if names:
+            facts = staleness_context([Evidence(recipe_name=name) for name in names], now=self.now)
+            self.context.current_digests.update(facts.current_digests)
+            self.context.newest_aicr.update(facts.newest_aicr)
+            self.context.validator_catalog_version = facts.validator_catalog_version
+        self.context.allowlist_state = AllowlistState(
+            delisted_signers({row["signer_id"] for row in rows})
+        )
 
     def codes(self, row: dict[str, Any]) -> list[str]:
         old = self.now - row["attested_at"] > self.limit
         withdrawn = row["withdrawn_at"] is not None
+        delisted = self.context.allowlist_state.delisted(row["signer_id"])
         key = (
             row["recipe"],
             row["recipe_digest"],
             row["aicr_version"],
             row["validator_catalog_version"],
-            row["signer_id"],
+            delisted,
             old,
             withdrawn,
         )
