@@ -4,7 +4,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from aicr_site import health
+from aicr_site import health, metrics
 
 # Errors in the shape each route speaks: JSON under /api/ and /v1/, a small page elsewhere.
 handler400 = "aicr_site.errors.bad_request"
@@ -34,4 +34,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("health", health.health, name="health"),
     path("ready", health.ready, name="ready"),
+    path("metrics", metrics.metrics, name="metrics"),
 ]

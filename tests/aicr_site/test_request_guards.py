@@ -47,6 +47,7 @@ ROUTES = {
     "aicr-dashboard:series": "/aicr/data/series/h100-eks-ubuntu-training-kubeflow.json",
     "health": "/health",
     "ready": "/ready",
+    "metrics": "/metrics",
     "api-schema": "/api/schema/",
     "api-docs": "/api/docs/",
     "aicrd:recipe": "/v1/recipe",

@@ -61,6 +61,7 @@ MATRIX: list[tuple[str, str, str, dict[str, Any] | None, tuple[int, ...]]] = [
     ),
     ("health", "get", "/health", None, ALL_200),
     ("ready", "get", "/ready", None, ALL_200),
+    ("metrics", "get", "/metrics", None, ALL_200),
     ("api-schema", "get", "/api/schema/", None, ALL_200),
 ]
 
@@ -80,7 +81,8 @@ def test_every_api_route_is_in_the_matrix() -> None:
     machine = {
         name
         for name in _names(get_resolver().url_patterns)
-        if name.startswith(("api:", "aicrd:", "aicr-dashboard:")) or name in ("health", "ready")
+        if name.startswith(("api:", "aicrd:", "aicr-dashboard:"))
+        or name in ("health", "ready", "metrics")
     }
     assert machine <= {row[0] for row in MATRIX} | {"api:api-schema"}
 
