@@ -45,7 +45,7 @@ class Command(BaseCommand):
                 pinned = configured_public_key()
             report = audit_verify(options["package"], pinned_key=pinned)
         except (PackageUnreadable, ValueError, OSError, SiteKeyUnavailable) as exc:
-            self._emit({"ok": False, "error": str(exc)}, as_json, error=True)
+            self._error(str(exc), as_json)
             raise SystemExit(EXIT_UNREADABLE) from None
         if as_json:
             self.stdout.write(json.dumps(report.as_dict(), indent=1, sort_keys=True))
@@ -61,6 +61,8 @@ class Command(BaseCommand):
             self.stdout.write("OK" if report.ok else f"FAILED: {len(report.problems)} problems")
         raise SystemExit(EXIT_OK if report.ok else EXIT_PROBLEMS)
 
-    def _emit(self, body: dict[str, Any], as_json: bool, *, error: bool) -> None:
-        stream = self.stdout if as_json else self.stderr
-        stream.write(json.dumps(body) if as_json else f"error: {body['error']}")
+    def _error(self, message: str, as_json: bool) -> None:
+        if as_json:
+            self.stdout.write(json.dumps({"ok": False, "error": message}))
+        else:
+            self.stderr.write(f"error: {message}")
