@@ -62,6 +62,7 @@ bench: $(VENV)/.synced
 	$(PY) bench/run.py
 	$(PY) bench/verification.py
 	$(PY) bench/evidence.py
+	$(PY) bench/export.py
 
 # Regenerate the bundled catalog snapshot from the real AICR tree beside the repo.
 snapshot: $(VENV)/.synced
