@@ -115,14 +115,23 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _json(files: Mapping[str, bytes], path: str, report: AuditReport) -> Any:
+def _json(files: Mapping[str, bytes], path: str, report: AuditReport) -> dict[str, Any]:
+    """The JSON object at ``path``; ``{}`` (and a problem) when it is not one."""
     if path not in files:
-        return None  # already named by the manifest check (or the signature check)
+        return {}  # already named by the manifest check (or the signature check)
     try:
-        return json.loads(files[path])
+        doc = json.loads(files[path])
     except ValueError as exc:
         report.problem("not-json", path, f"not JSON: {exc}")
-        return None
+        return {}
+    if not isinstance(doc, dict):
+        report.problem("not-json", path, "not a JSON object")
+        return {}
+    return doc
+
+
+def _objects(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 def _check_signature(files: Mapping[str, bytes], report: AuditReport, pinned: Any | None) -> bool:
@@ -201,9 +210,9 @@ class _Policy:
 
 
 def _policy(files: Mapping[str, bytes], report: AuditReport) -> _Policy:
-    doc = _json(files, "trust/policy.json", report) or {}
+    doc = _json(files, "trust/policy.json", report)
     roots = []
-    for entry in doc.get("trusted_roots") or []:
+    for entry in _objects(doc.get("trusted_roots")):
         path = str(entry.get("path", ""))
         if path not in files:
             report.problem("file-missing", path, f"trusted root {entry.get('name')!r} is missing")
@@ -213,7 +222,7 @@ def _policy(files: Mapping[str, bytes], report: AuditReport) -> _Policy:
         except (TrustRootError, ValueError) as exc:
             report.problem("trusted-root-invalid", path, str(exc))
     keys = {}
-    for entry in doc.get("keys") or []:
+    for entry in _objects(doc.get("keys")):
         path = str(entry.get("path", ""))
         if path in files:
             keys[str(entry.get("fingerprint"))] = files[path].decode("utf-8", "replace")
@@ -221,9 +230,11 @@ def _policy(files: Mapping[str, bytes], report: AuditReport) -> _Policy:
             report.problem("file-missing", path, f"registered key {entry.get('name')!r} is missing")
     return _Policy(
         roots=roots,
-        issuers=[str(i) for i in doc.get("accepted_issuers") or []],
-        identity_regex=doc.get("identity_regex") or None,
-        extra_policies=dict(doc.get("extra_policies") or {}),
+        issuers=[str(i) for i in doc.get("accepted_issuers") or [] if isinstance(i, str)],
+        identity_regex=str(doc["identity_regex"]) if doc.get("identity_regex") else None,
+        extra_policies={str(k): str(v) for k, v in dict(doc.get("extra_policies") or {}).items()}
+        if isinstance(doc.get("extra_policies"), dict)
+        else {},
         keys=keys,
     )
 
@@ -330,7 +341,7 @@ def _check_record(
 def _check_recipes(
     records: list[Mapping[str, Any]], files: Mapping[str, bytes], report: AuditReport
 ) -> dict[str, Any]:
-    index = _json(files, "recipes/index.json", report) or {}
+    index = _json(files, "recipes/index.json", report)
     declared = {}
     for digest in sorted({str(r.get("recipe_digest")) for r in records}):
         path = f"recipes/{digest}.yaml"
@@ -345,7 +356,7 @@ def _check_recipes(
         else:
             report.recipes_checked += 1
         entry = index.get(digest)
-        if entry is None:
+        if not isinstance(entry, dict):
             report.problem("recipe-missing", "recipes/index.json", f"no entry for {digest[:16]}…")
             continue
         declared[digest] = entry.get("checks") or {}
@@ -359,7 +370,7 @@ def audit_verify(path: Path, *, pinned_key: Any | None) -> AuditReport:
     files = read_package(path)
     _check_signature(files, report, pinned_key)
     _check_manifest(files, report)
-    meta = _json(files, "package.json", report) or {}
+    meta = _json(files, "package.json", report)
     if meta and meta.get("format") != FORMAT:
         report.problem("format-unknown", "package.json", f"format is not {FORMAT!r}")
     records: list[dict[str, Any]] = []
@@ -384,12 +395,21 @@ def audit_verify(path: Path, *, pinned_key: Any | None) -> AuditReport:
     for record in records:
         _check_record(record, files, policy, report)
     declared = _check_recipes(records, files, report)
-    stated = _json(files, "consensus.json", report) or {}
-    recomputed = json.loads(json.dumps(package_consensus(records, declared)))
+    stated = _json(files, "consensus.json", report)
+    try:
+        recomputed = json.loads(json.dumps(package_consensus(records, declared)))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        report.problem(
+            "consensus-uncomputable",
+            "records.ndjson",
+            f"the records lack what consensus needs ({type(exc).__name__}: {str(exc)[:200]})",
+        )
+        return report
     report.consensus_recipes = len(recomputed)
     for name in sorted(set(stated) | set(recomputed)):
         if stated.get(name) != recomputed.get(name):
-            said = (stated.get(name) or {}).get("state", "absent")
+            said_entry = stated.get(name)
+            said = said_entry.get("state", "?") if isinstance(said_entry, dict) else "absent"
             found = (recomputed.get(name) or {}).get("state", "absent")
             report.problem(
                 "consensus-mismatch",

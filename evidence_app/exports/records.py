@@ -329,10 +329,13 @@ def _cell(value: Any) -> str:
     if isinstance(value, list):
         return csv_safe(" ".join(str(item) for item in value))
     if isinstance(value, dict):
-        # phases: "conformance=3/0/1 deployment=…" (passed/failed/skipped)
-        return " ".join(
-            f"{name}={counts['passed']}/{counts['failed']}/{counts['skipped']}"
-            for name, counts in value.items()
+        # phases: "conformance=3/0/1 deployment=…" (passed/failed/skipped); the names are the
+        # signer's, so the cell is made safe like any other text.
+        return csv_safe(
+            " ".join(
+                f"{name}={counts['passed']}/{counts['failed']}/{counts['skipped']}"
+                for name, counts in value.items()
+            )
         )
     return csv_safe(str(value))
 

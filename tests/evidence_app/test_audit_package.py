@@ -385,3 +385,33 @@ def test_it_packages_what_the_filters_select(
     assert [r["id"] for r in _records(files)] == [keyless.pk]
     assert json.loads(files["package.json"])["filters"] == {"signer": keyless.signer.slug}
     assert _verify(path, site_key, django_db_blocker).ok
+
+
+@pytest.mark.parametrize(
+    ("path", "content", "code"),
+    [
+        ("trust/policy.json", b"[1, 2]", "not-json"),
+        ("consensus.json", b'"nope"', "not-json"),
+        ("recipes/index.json", b"{not json", "not-json"),
+        ("records.ndjson", b'{"id": 1, "counted": true}\n[]\n', "consensus-uncomputable"),
+    ],
+)
+def test_it_names_garbage_signed_by_the_site_key_instead_of_crashing(
+    package: Path,
+    site_key: Any,
+    tmp_path: Path,
+    django_db_blocker: Any,
+    path: str,
+    content: bytes,
+    code: str,
+) -> None:
+    def garble(files: dict[str, bytes]) -> None:
+        files[path] = content
+
+    report = _verify(
+        _rewrite(package, tmp_path / "t.tar.gz", garble, sign_with=site_key),
+        site_key,
+        django_db_blocker,
+    )
+    assert code in _codes(report)
+    assert not report.ok

@@ -253,3 +253,12 @@ def test_it_agrees_with_the_site_on_counted_and_staleness_for_every_row(
         assert records[e.pk]["stale_reasons"] == [r.code for r in stale[e.pk]], e.pk
     assert any("signer-not-allowlisted" in r["stale_reasons"] for r in records.values())
     assert any("aicr-outdated" in r["stale_reasons"] for r in records.values())
+
+
+def test_it_makes_signer_chosen_phase_names_safe_in_csv(
+    api: Api, auditor: str, example_recipe: Recipe
+) -> None:
+    predicate = {"phases": {"=HYPERLINK(1)": {"passed": 1, "failed": 0, "skipped": 0}}}
+    EvidenceFactory(recipe=example_recipe, predicate=predicate)
+    [row] = _csv(api(auditor).get(CSV))
+    assert row["phases"] == "'=HYPERLINK(1)=1/0/0"
