@@ -35,7 +35,8 @@ from prometheus_client.registry import Collector
 
 CELERY_QUEUES = ("ingest", "validation", "celery")
 
-REGISTRY = CollectorRegistry(auto_describe=True)
+# auto_describe off: registering DatabaseCollector must not query (import time, no database).
+REGISTRY = CollectorRegistry(auto_describe=False)
 REQUESTS = Counter(
     "http_requests",
     "HTTP requests answered by this process.",
@@ -75,6 +76,9 @@ _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"
 
 class DatabaseCollector(Collector):
     """Evidence, ingest outcomes and queue depth, read at scrape time."""
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return []  # nothing is read until a scrape
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         from evidence_app.models import Evidence, UploadLog
