@@ -415,3 +415,36 @@ def test_it_names_garbage_signed_by_the_site_key_instead_of_crashing(
     )
     assert code in _codes(report)
     assert not report.ok
+
+
+def test_its_readme_commands_verify_it_with_public_tools(package: Path, tmp_path: Path) -> None:
+    """Steps 1 (openssl), 2 and 4 of the package README, run as written."""
+    import subprocess
+
+    out = tmp_path / "pkg"
+    out.mkdir()
+    subprocess.run(["tar", "-xzf", str(package), "-C", str(out)], check=True)
+    readme = (out / "README.md").read_text()
+    assert "sha256sum --check --strict MANIFEST.sha256" in readme
+
+    def sh(command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-c", command], cwd=out, capture_output=True, text=True, check=False
+        )
+
+    signature = sh(
+        "base64 -d MANIFEST.sha256.sig > manifest.sig.der && "
+        "openssl dgst -sha256 -verify site-key.pub -signature manifest.sig.der MANIFEST.sha256"
+    )
+    assert signature.returncode == 0, signature.stderr
+    assert "Verified OK" in signature.stdout
+    manifest = sh("sha256sum --check --strict --quiet MANIFEST.sha256")
+    assert manifest.returncode == 0, manifest.stdout + manifest.stderr
+    bindings = sh(
+        """for f in recipes/*.yaml; do [ "$(sha256sum < "$f" | cut -d' ' -f1).yaml" = """
+        """"${f#recipes/}" ] || echo "MISMATCH $f"; done"""
+    )
+    assert bindings.stdout == ""
+
+    (out / "records.ndjson").write_bytes((out / "records.ndjson").read_bytes() + b"\n")
+    assert sh("sha256sum --check --strict --quiet MANIFEST.sha256").returncode != 0
