@@ -9,9 +9,8 @@ with weight 0, exactly as AICR's generator treats an unlisted signer; the class 
 as their identity (issuer ``key``, identity ``sha256:<fingerprint>``) because AICR's model
 needs both to tell signers apart.
 
-The output is cached under the evidence generation (``selectors.evidence_generation``: one
-indexed query), so it is rebuilt once after any upload, withdrawal, reclassification or catalog
-import, and served from the cache otherwise.
+The output is cached under ``evidence_version`` (two aggregate queries), so it is rebuilt once
+after any upload, withdrawal or reclassification, and served from the cache otherwise.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from django.core.cache import cache
+from django.db.models import Count, Max
 
 from evidence_app import selectors
 from evidence_app.corroborate import (
@@ -34,7 +34,7 @@ from evidence_app.corroborate import (
     marshal,
     safe_recipe_slug,
 )
-from evidence_app.models import Evidence, Verdict
+from evidence_app.models import Evidence, SignerClassChange, Verdict
 
 CACHE_PREFIX = "evidence:aicr-dashboard:v1"
 CACHE_TIMEOUT = 24 * 60 * 60
@@ -139,9 +139,22 @@ def publication_build() -> Publication:
     )
 
 
+def evidence_version() -> tuple[object, ...]:
+    """A cheap value that changes whenever anything published changes: evidence rows are only
+    inserted or withdrawn (never otherwise edited or deleted), and a signer's class or counting
+    never changes without a ``SignerClassChange`` row. Two aggregate queries."""
+    evidence = Evidence.objects.aggregate(
+        newest=Max("id"),
+        rows=Count("id"),
+        withdrawn=Count("withdrawn_at"),
+        last=Max("withdrawn_at"),
+    )
+    changes = SignerClassChange.objects.aggregate(newest=Max("id"), rows=Count("id"))
+    return (*evidence.values(), *changes.values())
+
+
 def _cache_key() -> str:
-    generation = selectors.evidence_generation()
-    parts = [re.sub(r"[^0-9A-Za-z._-]", "_", str(part)) for part in generation]
+    parts = [re.sub(r"[^0-9A-Za-z._-]", "_", str(part)) for part in evidence_version()]
     return f"{CACHE_PREFIX}:" + ":".join(parts)
 
 
