@@ -47,6 +47,11 @@ from evidence_app.exports.records import export_chunks, ndjson_line
 from evidence_app.exports.signing import key_fingerprint, sign_manifest, site_private_key
 from evidence_app.models import Allowlist, Evidence, SigningKey, TrustRoot
 from evidence_app.services.ingest import policy_current
+from evidence_app.verification.trust import (
+    TrustRootError,
+    client_trust_config_json,
+    load_trust_root,
+)
 from recipes_app.models import Catalog, Recipe
 from recipes_app.snapshot import FORMAT as SNAPSHOT_FORMAT
 
@@ -117,16 +122,22 @@ def _trust(writer: _Writer) -> None:
     roots = []
     for row in TrustRoot.objects.enabled():
         data = row.trusted_root_json.encode("utf-8")
-        path = f"trust/roots/{hashlib.sha256(data).hexdigest()}.json"
-        writer.add(path, data)
-        roots.append(
-            {
-                "name": row.name,
-                "production": row.is_production,
-                "path": path,
-                "issuers": row.issuer_list,
-            }
-        )
+        stem = f"trust/roots/{hashlib.sha256(data).hexdigest()}"
+        writer.add(f"{stem}.json", data)
+        entry = {
+            "name": row.name,
+            "production": row.is_production,
+            "path": f"{stem}.json",
+            "issuers": row.issuer_list,
+        }
+        try:  # sigstore-python's CLI takes a ClientTrustConfig, not a bare root
+            config = client_trust_config_json(load_trust_root(data, name=row.name))
+        except (TrustRootError, ValueError):
+            config = None  # a root that does not load verifies nothing here either
+        if config is not None:
+            writer.add(f"{stem}.client_trust_config.json", config.encode("utf-8"))
+            entry["client_trust_config"] = f"{stem}.client_trust_config.json"
+        roots.append(entry)
     keys = []
     for key in SigningKey.objects.order_by("pk"):
         path = f"trust/keys/{key.fingerprint}.pem"
@@ -324,6 +335,15 @@ cosign verify-blob-attestation --new-bundle-format --bundle bundles/<sha256> \\
 cosign verify-blob-attestation --new-bundle-format --bundle bundles/<sha256> \\
   --key trust/keys/<signer_key_fingerprint>.pem --insecure-ignore-tlog \\
   --type <predicate_type> recipes/<recipe_digest>.yaml
+```
+
+or, for keyless bundles, sigstore-python with the same root wrapped as a ClientTrustConfig
+(the `client_trust_config` of that root in `trust/policy.json`):
+
+```sh
+python -m sigstore --trust-config trust/roots/<root sha256>.client_trust_config.json \\
+  verify identity --bundle bundles/<sha256> \\
+  --cert-identity <signer_identity> --cert-oidc-issuer <signer_issuer> recipes/<recipe_digest>.yaml
 ```
 
 An AICR evidence directory (`container` `summary-bundle`) is a tarball: its signed bundle is

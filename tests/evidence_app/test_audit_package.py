@@ -418,7 +418,7 @@ def test_it_names_garbage_signed_by_the_site_key_instead_of_crashing(
 
 
 def test_its_readme_commands_verify_it_with_public_tools(package: Path, tmp_path: Path) -> None:
-    """Steps 1 (openssl), 2 and 4 of the package README, run as written."""
+    """The package README's openssl, sha256sum, binding and sigstore-python commands."""
     import subprocess
 
     out = tmp_path / "pkg"
@@ -445,6 +445,38 @@ def test_its_readme_commands_verify_it_with_public_tools(package: Path, tmp_path
         """"${f#recipes/}" ] || echo "MISMATCH $f"; done"""
     )
     assert bindings.stdout == ""
+
+    # The keyless record, with sigstore-python against the root in the package (no network).
+    import sys
+
+    record = next(r for r in _records(read_package(package)) if r["signer_kind"] == "keyless")
+    policy = json.loads((out / "trust" / "policy.json").read_text())
+    root = next(r for r in policy["trusted_roots"] if r["name"] == record["trusted_root"])
+    sigstore = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sigstore",
+            "--trust-config",
+            root["client_trust_config"],
+            "verify",
+            "identity",
+            "--bundle",
+            record["bundle"],
+            "--cert-identity",
+            record["signer_identity"],
+            "--cert-oidc-issuer",
+            record["signer_issuer"],
+            record["recipe_yaml"],
+        ],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert sigstore.returncode == 0, sigstore.stdout + sigstore.stderr
+    assert "OK" in sigstore.stdout + sigstore.stderr
 
     (out / "records.ndjson").write_bytes((out / "records.ndjson").read_bytes() + b"\n")
     assert sh("sha256sum --check --strict --quiet MANIFEST.sha256").returncode != 0
