@@ -67,6 +67,8 @@ bench: $(VENV)/.synced
 	$(PY) bench/validation.py
 	$(PY) bench/validation_runs.py
 	$(PY) bench/run_evidence.py
+	$(PY) bench/export.py
+	$(PY) bench/check_snapshot.py
 
 # Regenerate the bundled catalog snapshot from the real AICR tree beside the repo.
 snapshot: $(VENV)/.synced

@@ -6,6 +6,11 @@ from django.urls import path, re_path
 from rest_framework.routers import DefaultRouter
 
 from evidence_app.api.check import SnapshotCheckView
+from evidence_app.api.export_views import (
+    AuditPackageExportView,
+    EvidenceCsvExportView,
+    EvidenceNdjsonExportView,
+)
 from evidence_app.api.views import (
     EvidenceBundleView,
     EvidenceViewSet,
@@ -46,5 +51,8 @@ urlpatterns = [
     path("uploads/<int:pk>/", UploadDetailView.as_view(), name="upload-detail"),
     path("runs/<int:pk>/ctrf.json", RunCtrfView.as_view(), name="run-ctrf"),
     path("clusters/<int:pk>/test/", ClusterTestView.as_view(), name="cluster-test"),
+    path("export/evidence.ndjson", EvidenceNdjsonExportView.as_view(), name="export-ndjson"),
+    path("export/evidence.csv", EvidenceCsvExportView.as_view(), name="export-csv"),
+    path("export/audit.tar.gz", AuditPackageExportView.as_view(), name="export-audit"),
     *router.urls,
 ]

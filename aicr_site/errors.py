@@ -1,8 +1,10 @@
 """Error answers in the shape each part of the site speaks, and the site's error handlers.
 
-``/v1/`` (the aicrd drop-in) answers in aicrd's envelope, ``/api/`` in DRF's ``{"detail": …}``,
-every other path a small standalone HTML page. The HTML page needs no session, user or
-database, so it renders even when the database is what failed.
+``/v1/`` (the aicrd drop-in) answers in aicrd's envelope; ``/api/`` in one shape for every
+error, DRF's included (``api_exception_handler``): ``{"code", "message", "details",
+"request_id"}`` plus ``"detail"`` (the message, as DRF clients read it) and, for DRF's field
+errors, the fields at the top level too; every other path a small standalone HTML page. The
+HTML page needs no session, user or database, so it renders even when the database failed.
 """
 
 from __future__ import annotations
@@ -40,6 +42,22 @@ _AICRD_CODES = {
 }
 
 
+_API_CODES = {
+    400: "invalid-request",
+    401: "not-authenticated",
+    403: "permission-denied",
+    404: "not-found",
+    405: "method-not-allowed",
+    406: "not-acceptable",
+    409: "conflict",
+    413: "too-large",
+    415: "unsupported-media-type",
+    422: "unprocessable",
+    429: "throttled",
+    503: "unavailable",
+}
+
+
 def speaks_json(request: HttpRequest) -> bool:
     return request.path.startswith((AICRD_PREFIX, API_PREFIX))
 
@@ -66,7 +84,12 @@ def error_response(
         )
         response[REQUEST_ID_HEADER] = rid
     elif request.path.startswith(API_PREFIX):
-        response = JsonResponse({"detail": message, **(details or {})}, status=status)
+        rid = request_id(request)
+        response = JsonResponse(
+            api_error_body(status=status, message=message, request_id=rid, details=details),
+            status=status,
+        )
+        response[REQUEST_ID_HEADER] = rid
     else:
         title = HTTPStatus(status).phrase
         response = HttpResponse(
@@ -76,6 +99,60 @@ def error_response(
         )
     for name, value in (headers or {}).items():
         response[name] = value
+    return response
+
+
+def api_error_code(status: int) -> str:
+    """A stable machine-readable code for an ``/api/`` error status."""
+    return _API_CODES.get(status, "internal" if status >= 500 else "invalid-request")
+
+
+def api_error_body(
+    *,
+    status: int,
+    message: str,
+    request_id: str,
+    details: Mapping[str, Any] | None = None,
+    code: str | None = None,
+) -> dict[str, Any]:
+    """The ``/api/`` error shape. ``details`` also stay at the top level, where clients of the
+    earlier ``{"detail": …, **details}`` shape read them."""
+    return {
+        **(details or {}),
+        "code": code or api_error_code(status),
+        "message": message,
+        "detail": message,
+        "details": dict(details or {}),
+        "request_id": request_id,
+    }
+
+
+def api_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Any:
+    """DRF's handler, its answer put in the ``/api/`` error shape (``REST_FRAMEWORK``)."""
+    from rest_framework.views import exception_handler
+
+    response = exception_handler(exc, context)
+    request = context.get("request")
+    if response is None or request is None:
+        return response  # an unexpected exception: Django's 500 handler answers (JSON too)
+    data = response.data
+    if isinstance(data, Mapping) and isinstance(data.get("detail"), str):
+        message = str(data["detail"])
+        details = {key: value for key, value in data.items() if key != "detail"}
+    else:
+        message = "The request is invalid; see details."
+        details = dict(data) if isinstance(data, Mapping) else {"errors": data}
+    default_code = getattr(exc, "default_code", None)
+    code = default_code.replace("_", "-") if isinstance(default_code, str) else None
+    rid = request_id(request)
+    response.data = api_error_body(
+        status=response.status_code,
+        message=message,
+        request_id=rid,
+        details=details,
+        code=code if response.status_code < 500 else None,
+    )
+    response[REQUEST_ID_HEADER] = rid
     return response
 
 

@@ -49,6 +49,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: counts and times every answer, the refused ones included (/metrics).
+    "aicr_site.metrics.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Before anything reads the request or the database (aicr_site/middleware.py).
@@ -58,6 +60,9 @@ MIDDLEWARE = [
     "aicr_site.middleware.RequestBodyLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # ETag on every GET answer that has none (a hash of the body) and 304 for If-None-Match:
+    # API clients polling lists and details skip unchanged bodies.
+    "django.middleware.http.ConditionalGetMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -179,6 +184,8 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    # Every /api/ error in one shape: code, message, details, request_id (aicr_site/errors.py).
+    "EXCEPTION_HANDLER": "aicr_site.errors.api_exception_handler",
     # API clients authenticate with a Bearer token; the session is accepted too (with CSRF) so
     # a signed-in maintainer can use the browsable API. Never HTTP Basic.
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -4,6 +4,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from aicr_site import health, metrics
 from evidence_app.coverage.views import check_page
 
 # Errors in the shape each route speaks: JSON under /api/ and /v1/, a small page elsewhere.
@@ -28,9 +29,14 @@ urlpatterns = [
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(next_page="home"), name="logout"),
     path("api/v1/", include("aicr_site.api_router")),
+    # AICR's dashboard data format, computed from the stored evidence.
+    path("aicr/", include("evidence_app.publication_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     # Drop-in for aicrd's recipe API, so existing AICR clients can point at this site.
     path("", include("recipes_app.aicrd.urls")),
     path("admin/", admin.site.urls),
+    path("health", health.health, name="health"),
+    path("ready", health.ready, name="ready"),
+    path("metrics", metrics.metrics, name="metrics"),
 ]

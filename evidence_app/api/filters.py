@@ -2,11 +2,38 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import django_filters
+from django import forms
 from django.db.models import QuerySet
 
 from evidence_app.models import Evidence, Signer, SignerClass, Verdict
 from evidence_app.services.staleness import stale_filter
+
+
+class StrictBooleanField(forms.NullBooleanField):
+    """``true``/``false`` (or ``1``/``0``); anything else is an error naming the value, not
+    silently "no filter" (an auditor asking ``stale=yes`` must not get everything)."""
+
+    widget = forms.TextInput
+
+    def to_python(self, value: Any) -> bool | None:
+        if value in (None, ""):
+            return None
+        text = str(value).strip().lower()
+        if text in ("true", "1"):
+            return True
+        if text in ("false", "0"):
+            return False
+        raise forms.ValidationError(f"{str(value)[:50]!r} is not true or false.")
+
+    def validate(self, value: Any) -> None:
+        pass
+
+
+class StrictBooleanFilter(django_filters.BooleanFilter):
+    field_class = StrictBooleanField
 
 
 class EvidenceFilter(django_filters.FilterSet):
@@ -22,14 +49,20 @@ class EvidenceFilter(django_filters.FilterSet):
         help_text="Signer class.",
     )
     verdict = django_filters.ChoiceFilter(choices=Verdict.choices, help_text="Verdict.")
-    stale = django_filters.BooleanFilter(
+    stale = StrictBooleanFilter(
         method="filter_stale", help_text="true: only stale evidence; false: only fresh."
     )
     aicr_version = django_filters.CharFilter(max_length=100, help_text="AICR version (exact).")
-    counted = django_filters.BooleanFilter(
+    counted = StrictBooleanFilter(
         method="filter_counted", help_text="true: only what consensus counts."
     )
-    demo = django_filters.BooleanFilter(field_name="is_demo", help_text="Demo data.")
+    demo = StrictBooleanFilter(field_name="is_demo", help_text="Demo data.")
+    attested_after = django_filters.IsoDateTimeFilter(
+        field_name="attested_at", lookup_expr="gte", help_text="attestedAt at or after (ISO 8601)."
+    )
+    attested_before = django_filters.IsoDateTimeFilter(
+        field_name="attested_at", lookup_expr="lt", help_text="attestedAt before (ISO 8601)."
+    )
 
     class Meta:
         model = Evidence

@@ -21,7 +21,6 @@ from drf_spectacular.utils import (
 )
 from rest_framework import mixins, status, viewsets
 from rest_framework.exceptions import ParseError, PermissionDenied, ValidationError
-from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
@@ -30,6 +29,7 @@ from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
 from evidence_app.api.filters import EvidenceFilter, SignerFilter
+from evidence_app.api.pagination import CountedCursorPagination, PagePagination
 from evidence_app.api.serializers import (
     ErrorSerializer,
     EvidenceDetailSerializer,
@@ -71,9 +71,8 @@ class BoundedJSONParser(JSONParser):
             raise ParseError(str(exc)) from None
 
 
-class EvidencePagination(PageNumberPagination):
-    page_size_query_param = "page_size"
-    max_page_size = 200
+class EvidencePagination(CountedCursorPagination):
+    """Newest attestation first; stable while evidence arrives (``api/pagination.py``)."""
 
 
 def _result_body(result: IngestResult, request: Request) -> dict[str, Any]:
@@ -394,7 +393,7 @@ class SignerViewSet(viewsets.ReadOnlyModelViewSet):
     lookup_field = "slug"
     lookup_value_regex = "[0-9a-f]{32}"
     filterset_class = SignerFilter
-    pagination_class = EvidencePagination
+    pagination_class = PagePagination
 
     def get_queryset(self) -> QuerySet[Signer]:
         qs = Signer.objects.annotate(evidence_count=Count("evidence")).order_by("label", "pk")

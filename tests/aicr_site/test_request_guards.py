@@ -40,6 +40,14 @@ ROUTES = {
     "api:upload-detail": "/api/v1/uploads/1/",
     "api:signer-list": "/api/v1/signers/",
     "api:signer-detail": "/api/v1/signers/0123456789abcdef0123456789abcdef/",
+    "api:export-ndjson": "/api/v1/export/evidence.ndjson",
+    "api:export-csv": "/api/v1/export/evidence.csv",
+    "api:export-audit": "/api/v1/export/audit.tar.gz",
+    "aicr-dashboard:index": "/aicr/data/index.json",
+    "aicr-dashboard:series": "/aicr/data/series/h100-eks-ubuntu-training-kubeflow.json",
+    "health": "/health",
+    "ready": "/ready",
+    "metrics": "/metrics",
     "api-schema": "/api/schema/",
     "api-docs": "/api/docs/",
     "aicrd:recipe": "/v1/recipe",
@@ -243,7 +251,15 @@ def test_an_exception_in_an_api_view_answers_json_500_without_a_traceback(
 
     assert response.status_code == 500
     assert response["Content-Type"] == "application/json"
-    assert response.json() == {"detail": "Something went wrong on our side; it has been logged."}
+    body = response.json()
+    message = "Something went wrong on our side; it has been logged."
+    assert body == {
+        "code": "internal",
+        "message": message,
+        "detail": message,
+        "details": {},
+        "request_id": response["X-Request-Id"],
+    }
     assert b"secret internal detail" not in response.content
     assert b"Traceback" not in response.content
 

@@ -362,7 +362,7 @@ def test_it_describes_the_evidence_api(schema: dict[str, Any]) -> None:
     assert {"200", "201", "202", "401", "403", "413", "422"} <= set(post["responses"])
     assert "multipart/form-data" in post["requestBody"]["content"]
     parameters = {p["name"] for p in paths["/api/v1/evidence/"]["get"]["parameters"]}
-    assert {"recipe", "signer", "class", "verdict", "stale", "aicr_version", "page"} <= parameters
+    assert {"recipe", "signer", "class", "verdict", "stale", "aicr_version", "cursor"} <= parameters
     assert schema["components"]["securitySchemes"]["bearerToken"]["scheme"] == "bearer"
 
 

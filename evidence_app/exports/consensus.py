@@ -1,0 +1,74 @@
+"""The consensus an audit package states, computed from its records alone.
+
+The same function runs when the package is written and when ``verify_audit`` re-checks it, so
+an auditor can see that the stated states follow from the records (and, through the manifest,
+that nobody changed either). It is the site's rule (``selectors.recipe_consensus``: AICR's
+corroboration port) applied to the package's records: per recipe name, the newest counted run
+of each signer; the declared checks are those of the recipe the newest of those runs binds to.
+A package exported with filters states the consensus of what it holds, not the site's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from evidence_app import selectors
+
+
+def _newest_counted_runs(
+    records: Iterable[Mapping[str, Any]],
+) -> dict[str, dict[str, Mapping[str, Any]]]:
+    newest: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for record in records:
+        if not record.get("counted"):
+            continue
+        by_signer = newest.setdefault(str(record["recipe"]), {})
+        slug = str(record["signer_slug"])
+        current = by_signer.get(slug)
+        if current is None or (record["attested_at"], record["id"]) > (
+            current["attested_at"],
+            current["id"],
+        ):
+            by_signer[slug] = record
+    return newest
+
+
+def package_consensus(
+    records: Iterable[Mapping[str, Any]], declared: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``{recipe name: {state, phases, rows, includes_demo, runs}}``; ``declared``: recipe
+    digest → that recipe's declared checks (``Recipe.checks``)."""
+    out: dict[str, Any] = {}
+    for name, by_signer in sorted(_newest_counted_runs(records).items()):
+        runs = sorted(by_signer.values(), key=lambda r: (r["attested_at"], r["id"]), reverse=True)
+        result = selectors.recipe_consensus(
+            selectors.declared_checks(declared.get(runs[0]["recipe_digest"], {})),
+            [
+                selectors._Run(
+                    key=str(run["signer_slug"]),
+                    counted=True,
+                    simulated=bool(run["is_simulated"]),
+                    statuses={
+                        phase: dict(checks)
+                        for phase, checks in (run.get("checks") or {}).items()
+                        if phase in selectors.GRID_PHASES
+                    },
+                    demo=bool(run["is_demo"]),
+                    stale=tuple(run.get("stale_reasons") or ()),
+                )
+                for run in runs
+            ],
+        )
+        out[name] = {
+            "state": result.state,
+            "includes_demo": result.includes_demo,
+            "runs": len(runs),
+            "phases": dict(result.phase_states),
+            "rows": [
+                {"phase": row.key[0], "check": row.key[1], "state": row.consensus.state}
+                for row in result.rows
+                if row.in_rollup
+            ],
+        }
+    return out

@@ -1,0 +1,370 @@
+"""The offline audit package: everything needed to re-verify a set of evidence without this
+site, in one signed ``tar.gz``.
+
+Layout (every path relative, no links)::
+
+    README.md                     how to re-verify with public tools
+    package.json                  format, when, filters, counts, the site key's fingerprint
+    records.ndjson                one export record per evidence (+ its CTRF statuses)
+    bundles/<sha256>              the exact uploaded bytes
+    artifacts/<sha256>            the signed artifact, where one was stored
+    transcripts/<sha256>.json     the site's verification transcript
+    trust/policy.json             accepted OIDC issuers, identity policy, the roots and keys below
+    trust/roots/<sha256>.json     the enabled Sigstore trusted roots, byte for byte
+    trust/keys/<fingerprint>.pem  the registered public keys (revoked ones marked in policy.json)
+    trust/allowlist.yaml          the allowlist version in force
+    recipes/<digest>.yaml         the canonical recipe YAML each record binds to (sha256 = digest)
+    recipes/index.json            digest → recipe name, catalog, declared checks
+    catalogs/<id>.json.gz         the catalog snapshot each bound recipe comes from
+    consensus.json                the consensus of these records (``exports.consensus``)
+    MANIFEST.sha256               ``sha256sum`` lines over every file above
+    MANIFEST.sha256.sig           ECDSA P-256 / SHA-256 signature of MANIFEST.sha256 (base64)
+    site-key.pub                  the public half of the key that signed it
+
+The package is written to a temporary file (memory stays bounded by one chunk of bundles),
+rows are read in chunks over a server-side cursor.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from evidence_app import selectors
+from evidence_app.exports.consensus import package_consensus
+from evidence_app.exports.records import export_chunks, ndjson_line
+from evidence_app.exports.signing import key_fingerprint, sign_manifest, site_private_key
+from evidence_app.models import Allowlist, Evidence, SigningKey, TrustRoot
+from evidence_app.services.ingest import policy_current
+from evidence_app.verification.trust import (
+    TrustRootError,
+    client_trust_config_json,
+    load_trust_root,
+)
+from recipes_app.models import Catalog, Recipe
+from recipes_app.snapshot import FORMAT as SNAPSHOT_FORMAT
+
+FORMAT = "aicr-dashboard-audit-package/v1"
+MANIFEST = "MANIFEST.sha256"
+SIGNATURE = "MANIFEST.sha256.sig"
+SITE_KEY = "site-key.pub"
+UNSIGNED_FILES = frozenset({MANIFEST, SIGNATURE, SITE_KEY})
+PACKAGE_CHUNK = 200  # rows whose bytes are held at once
+
+
+def canonical_json(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, indent=1).encode("utf-8") + b"\n"
+
+
+def package_checks(check_results: Any) -> dict[str, dict[str, str]]:
+    """The CTRF status of every check, per phase: what consensus reads from a run."""
+    return selectors._statuses(selectors.check_outcomes(check_results, detail=False))
+
+
+@dataclass
+class _Writer:
+    """Adds files to the tar and remembers their digests for the manifest."""
+
+    tar: tarfile.TarFile
+    mtime: float
+    digests: dict[str, str] = field(default_factory=dict)
+
+    def add(self, path: str, data: bytes, *, in_manifest: bool = True) -> None:
+        if path in self.digests:
+            return
+        info = tarfile.TarInfo(path)
+        info.size = len(data)
+        info.mtime = int(self.mtime)
+        info.mode = 0o644
+        self.tar.addfile(info, io.BytesIO(data))
+        if in_manifest:
+            self.digests[path] = hashlib.sha256(data).hexdigest()
+
+    def add_file(self, path: str, handle: IO[bytes], size: int) -> None:
+        """A large member from a temporary file, hashed as it is copied."""
+        digest = hashlib.sha256()
+        handle.seek(0)
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+        handle.seek(0)
+        info = tarfile.TarInfo(path)
+        info.size = size
+        info.mtime = int(self.mtime)
+        info.mode = 0o644
+        self.tar.addfile(info, handle)
+        self.digests[path] = digest.hexdigest()
+
+    def manifest(self) -> bytes:
+        return "".join(f"{d}  {p}\n" for p, d in sorted(self.digests.items())).encode("ascii")
+
+
+@dataclass(frozen=True)
+class PackageSummary:
+    records: int
+    bytes: int
+    seconds: float
+    site_key_fingerprint: str
+
+
+def _trust(writer: _Writer) -> None:
+    policy = policy_current()
+    roots = []
+    for row in TrustRoot.objects.enabled():
+        data = row.trusted_root_json.encode("utf-8")
+        stem = f"trust/roots/{hashlib.sha256(data).hexdigest()}"
+        writer.add(f"{stem}.json", data)
+        entry = {
+            "name": row.name,
+            "production": row.is_production,
+            "path": f"{stem}.json",
+            "issuers": row.issuer_list,
+        }
+        try:  # sigstore-python's CLI takes a ClientTrustConfig, not a bare root
+            config = client_trust_config_json(load_trust_root(data, name=row.name))
+        except (TrustRootError, ValueError):
+            config = None  # a root that does not load verifies nothing here either
+        if config is not None:
+            writer.add(f"{stem}.client_trust_config.json", config.encode("utf-8"))
+            entry["client_trust_config"] = f"{stem}.client_trust_config.json"
+        roots.append(entry)
+    keys = []
+    for key in SigningKey.objects.order_by("pk"):
+        path = f"trust/keys/{key.fingerprint}.pem"
+        writer.add(path, key.public_key_pem.encode("utf-8"))
+        keys.append(
+            {
+                "name": key.name,
+                "fingerprint": key.fingerprint,
+                "algorithm": key.algorithm,
+                "path": path,
+                "demo": key.is_demo,
+                "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None,
+            }
+        )
+    allowlist = Allowlist.objects.in_force()
+    if allowlist is not None:
+        writer.add("trust/allowlist.yaml", allowlist.body.encode("utf-8"))
+    writer.add(
+        "trust/policy.json",
+        canonical_json(
+            {
+                "accepted_issuers": policy.issuers,
+                "identity_regex": policy.identity_regex,
+                "extra_policies": dict(policy.extra_policies),
+                "trusted_roots": roots,
+                "keys": keys,
+                "allowlist": {
+                    "id": allowlist.pk,
+                    "created_at": allowlist.created_at.isoformat(),
+                    "path": "trust/allowlist.yaml",
+                }
+                if allowlist is not None
+                else None,
+            }
+        ),
+    )
+
+
+def _recipes(writer: _Writer, bound: set[tuple[int, str]]) -> dict[str, Any]:
+    index: dict[str, Any] = {}
+    catalogs: set[int] = set()
+    wanted = Q()
+    for catalog_id, digest in bound:
+        wanted |= Q(catalog_id=catalog_id, digest=digest)
+    recipes = Recipe.objects.filter(wanted) if bound else Recipe.objects.none()
+    for recipe in recipes.only("name", "catalog_id", "digest", "canonical_yaml", "checks"):
+        writer.add(f"recipes/{recipe.digest}.yaml", recipe.canonical_yaml.encode("utf-8"))
+        index[recipe.digest] = {
+            "name": recipe.name,
+            "catalog": recipe.catalog_id,
+            "catalog_snapshot": f"catalogs/{recipe.catalog_id}.json.gz",
+            "checks": recipe.checks,
+        }
+        catalogs.add(recipe.catalog_id)
+    writer.add("recipes/index.json", canonical_json(index))
+    for catalog in Catalog.objects.filter(pk__in=catalogs):
+        snapshot = canonical_json(
+            {
+                "format": SNAPSHOT_FORMAT,
+                "source": catalog.source,
+                "aicrVersion": catalog.aicr_version,
+                "contentDigest": catalog.content_digest,
+                "files": dict(sorted(catalog.files.items())),
+            }
+        )
+        writer.add(f"catalogs/{catalog.pk}.json.gz", gzip.compress(snapshot, mtime=0))
+    return {digest: entry["checks"] for digest, entry in index.items()}
+
+
+def audit_package_write(
+    queryset: QuerySet[Evidence],
+    out: IO[bytes],
+    *,
+    url_of: Callable[[str, int], str],
+    filters: Mapping[str, str],
+    site: str,
+) -> PackageSummary:
+    """Write the package of ``queryset``'s evidence to ``out`` (a binary file)."""
+    started = time.perf_counter()
+    key = site_private_key()  # first: no key, no package (SiteKeyUnavailable)
+    now = timezone.now()
+    records_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed once copied into the tar)
+    records_size = 0
+    consensus_rows: list[dict[str, Any]] = []
+    bound: set[tuple[int, str]] = set()  # (catalog, recipe digest) the records bind to
+    count = 0
+    with tarfile.open(fileobj=out, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        writer = _Writer(tar=tar, mtime=now.timestamp())
+        for chunk in export_chunks(queryset, url_of=url_of, chunk_size=PACKAGE_CHUNK):
+            stored = {
+                pk: (content, artifact, transcript, check_results)
+                for pk, content, artifact, transcript, check_results in Evidence.objects.filter(
+                    pk__in=[record["id"] for record in chunk]
+                ).values_list("pk", "content", "artifact", "transcript", "check_results")
+            }
+            for record in chunk:
+                content, artifact, transcript, check_results = stored[record["id"]]
+                sha = record["sha256"]
+                writer.add(f"bundles/{sha}", bytes(content))
+                if artifact is not None:
+                    writer.add(f"artifacts/{sha}", bytes(artifact))
+                writer.add(f"transcripts/{sha}.json", canonical_json(transcript))
+                line: dict[str, Any] = {
+                    **record,
+                    "checks": package_checks(check_results),
+                    "bundle": f"bundles/{sha}",
+                    "artifact": f"artifacts/{sha}" if artifact is not None else None,
+                    "transcript": f"transcripts/{sha}.json",
+                    "recipe_yaml": f"recipes/{record['recipe_digest']}.yaml",
+                }
+                data = ndjson_line(line)
+                records_file.write(data)
+                records_size += len(data)
+                bound.add((record["catalog"], record["recipe_digest"]))
+                if record["counted"]:
+                    consensus_rows.append(_consensus_input(line))
+                count += 1
+        writer.add_file("records.ndjson", records_file, records_size)
+        records_file.close()
+        _trust(writer)
+        declared = _recipes(writer, bound)
+        writer.add("consensus.json", canonical_json(package_consensus(consensus_rows, declared)))
+        fingerprint = key_fingerprint(key.public_key())
+        writer.add(
+            "package.json",
+            canonical_json(
+                {
+                    "format": FORMAT,
+                    "created_at": now.isoformat(),
+                    "site": site,
+                    "filters": dict(sorted(filters.items())),
+                    "records": count,
+                    "site_key_fingerprint": fingerprint,
+                }
+            ),
+        )
+        writer.add("README.md", readme(site=site, fingerprint=fingerprint).encode("utf-8"))
+        manifest = writer.manifest()
+        signature, public = sign_manifest(manifest, key)
+        writer.add(MANIFEST, manifest, in_manifest=False)
+        writer.add(SIGNATURE, signature, in_manifest=False)
+        writer.add(SITE_KEY, public.encode("ascii"), in_manifest=False)
+    out.flush()
+    return PackageSummary(
+        records=count,
+        bytes=out.tell(),
+        seconds=time.perf_counter() - started,
+        site_key_fingerprint=fingerprint,
+    )
+
+
+def _consensus_input(line: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields ``package_consensus`` reads (so the whole record set is not held)."""
+    keys = ("id", "recipe", "recipe_digest", "signer_slug", "attested_at", "counted")
+    return {k: line[k] for k in (*keys, "is_simulated", "is_demo", "stale_reasons", "checks")}
+
+
+def readme(*, site: str, fingerprint: str) -> str:
+    return f"""# Audit package of {site}
+
+Every file but the last three is listed in `MANIFEST.sha256`; `MANIFEST.sha256.sig` is this
+site's ECDSA P-256 signature of that manifest and `site-key.pub` its public key, whose sha256
+(DER SubjectPublicKeyInfo) is `{fingerprint}`. Compare that key with the one the site
+publishes before trusting anything else here.
+
+## Re-verify with public tools (no network needed)
+
+```sh
+mkdir pkg && tar -xzf audit.tar.gz -C pkg && cd pkg
+# 1. the manifest is the site's (either tool)
+cosign verify-blob --key site-key.pub --signature MANIFEST.sha256.sig MANIFEST.sha256
+base64 -d MANIFEST.sha256.sig > manifest.sig.der && \\
+  openssl dgst -sha256 -verify site-key.pub -signature manifest.sig.der MANIFEST.sha256
+# 2. every file is what the manifest says
+sha256sum --check --strict MANIFEST.sha256
+# 3. each bundle's name is its sha256 (step 2 covers this too)
+for f in bundles/*; do [ "$(sha256sum < "$f" | cut -d' ' -f1)" = "${{f#bundles/}}" ] \\
+  || echo "MISMATCH $f"; done
+# 4. each record binds to its recipe: sha256(recipes/<digest>.yaml) == <digest>
+for f in recipes/*.yaml; do [ "$(sha256sum < "$f" | cut -d' ' -f1).yaml" = "${{f#recipes/}}" ] \\
+  || echo "MISMATCH $f"; done
+```
+
+Then each bundle's signature, offline, with the values `records.ndjson` gives for it
+(`signer_identity`, `signer_issuer`, `trusted_root`, `signer_key_fingerprint`, `predicate_type`,
+`recipe_digest`; the `trust/policy.json` entry of that root names its file):
+
+```sh
+# keyless (Sigstore certificate), against the trusted root in the package
+cosign verify-blob-attestation --new-bundle-format --bundle bundles/<sha256> \\
+  --trusted-root trust/roots/<root sha256>.json \\
+  --certificate-identity <signer_identity> --certificate-oidc-issuer <signer_issuer> \\
+  --type <predicate_type> recipes/<recipe_digest>.yaml
+# key-signed, against the registered key in the package
+cosign verify-blob-attestation --new-bundle-format --bundle bundles/<sha256> \\
+  --key trust/keys/<signer_key_fingerprint>.pem --insecure-ignore-tlog \\
+  --type <predicate_type> recipes/<recipe_digest>.yaml
+```
+
+or, for keyless bundles, sigstore-python with the same root wrapped as a ClientTrustConfig
+(the `client_trust_config` of that root in `trust/policy.json`):
+
+```sh
+python -m sigstore --trust-config trust/roots/<root sha256>.client_trust_config.json \\
+  verify identity --bundle bundles/<sha256> \\
+  --cert-identity <signer_identity> --cert-oidc-issuer <signer_issuer> recipes/<recipe_digest>.yaml
+```
+
+An AICR evidence directory (`container` `summary-bundle`) is a tarball: its signed bundle is
+`attestation.intoto.jsonl` inside it (`tar -xzf bundles/<sha256>`), checked the same way,
+and `aicr evidence verify <dir>` checks its manifest and CTRF digests.
+`transcripts/` holds what this site checked when it accepted each record.
+
+## All of it at once
+
+The site's own checker does every step above, offline and without a database:
+
+```sh
+python manage.py verify_audit audit.tar.gz --key site-key-you-trust.pub --json
+```
+
+It checks the manifest and its signature, each bundle against the roots and keys in this
+package, each record's binding to its recipe digest, the records against the bundles, and
+recomputes `consensus.json` from `records.ndjson`.
+
+`consensus.json` is the consensus of the records in this package (per recipe, the newest
+counted run of each signer): a package exported with filters states the consensus of what it
+holds, not necessarily what the site shows. Records marked `is_demo` are signed with demo keys;
+`is_simulated` runs never count.
+"""

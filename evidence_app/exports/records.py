@@ -1,0 +1,354 @@
+"""One flat record per piece of evidence, streamed in constant memory.
+
+``export_rows`` walks a filtered QuerySet with ``.iterator(chunk_size)`` (a server-side cursor on
+PostgreSQL), computes staleness per chunk in a fixed number of queries, and yields plain dicts:
+the NDJSON line, the CSV row and the audit package's ``records.ndjson`` are all this dict.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime, timedelta
+from itertools import batched
+from typing import Any, TypedDict
+
+from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
+from django.db.models.fields.json import KeyTransform
+from django.utils import timezone
+
+from evidence_app import selectors
+from evidence_app.models import Evidence, Verdict
+from evidence_app.services.staleness import (
+    AllowlistState,
+    StalenessContext,
+    delisted_signers,
+    stale_after_days,
+    staleness_context,
+)
+
+CHUNK_SIZE = 2000
+
+# (record key, column) read with ``values_list``: no model instances, the stored bytes,
+# transcripts and certificates never leave the table, only ``predicate.phases`` of the predicate.
+_COLUMNS = (
+    ("id", "id"),
+    ("sha256", "sha256"),
+    ("recipe", "recipe_name"),
+    ("recipe_digest", "subject_digest"),
+    ("catalog", "recipe__catalog_id"),
+    ("predicate_type", "predicate_type"),
+    ("container", "container"),
+    ("media_type", "media_type"),
+    ("size", "size"),
+    ("has_artifact", "has_artifact"),
+    ("signer_slug", "signer__slug"),
+    ("signer_label", "signer__label"),
+    ("signer_kind", "signer__kind"),
+    ("signer_identity", "signer__identity"),
+    ("signer_issuer", "signer__issuer"),
+    ("signer_key_fingerprint", "signer__key__fingerprint"),
+    ("signer_class", "signer__signer_class"),
+    ("signer_counted", "signer__counted"),
+    ("counted", "is_counted"),
+    ("verdict", "verdict"),
+    ("withdrawn_at", "withdrawn_at"),
+    ("withdrawal_reason", "withdrawal_reason"),
+    ("aicr_version", "aicr_version"),
+    ("validator_catalog_version", "validator_catalog_version"),
+    ("k8s_version", "k8s_version"),
+    ("attested_at", "attested_at"),
+    ("uploaded_at", "uploaded_at"),
+    ("rekor_log_index", "rekor_log_index"),
+    ("rekor_integrated_time", "integrated_time"),
+    ("trusted_root", "trusted_root_name"),
+    ("is_simulated", "is_simulated"),
+    ("is_demo", "is_demo"),
+    ("phases", "predicate_phases"),
+    ("signer_id", "signer_id"),
+)
+_COUNTED = Q(
+    # EvidenceQuerySet.counted() as one column (a test holds them equal row by row).
+    verdict=Verdict.VERIFIED,
+    withdrawn_at__isnull=True,
+    signer__counted=True,
+    is_simulated=False,
+)
+
+
+class PhaseCounts(TypedDict):
+    passed: int
+    failed: int
+    skipped: int
+
+
+class ExportRecord(TypedDict):
+    id: int
+    sha256: str
+    recipe: str
+    recipe_digest: str
+    catalog: int
+    predicate_type: str
+    container: str
+    media_type: str
+    size: int
+    has_artifact: bool
+    signer_slug: str
+    signer_label: str
+    signer_kind: str
+    signer_identity: str
+    signer_issuer: str
+    signer_key_fingerprint: str
+    signer_class: str
+    signer_counted: bool
+    counted: bool
+    verdict: str
+    stale: bool
+    stale_reasons: list[str]
+    withdrawn: bool
+    withdrawn_at: str | None
+    withdrawal_reason: str
+    aicr_version: str
+    validator_catalog_version: str
+    k8s_version: str
+    attested_at: str
+    uploaded_at: str
+    rekor_log_index: int | None
+    rekor_integrated_time: str | None
+    trusted_root: str
+    is_simulated: bool
+    is_demo: bool
+    phases: dict[str, PhaseCounts]
+    url: str
+    bundle_url: str
+
+
+def export_rows(queryset: QuerySet[Evidence]) -> QuerySet[Any]:
+    """``queryset``'s export columns as tuples (``_COLUMNS`` order), oldest id first: a row
+    committed during the export comes after every row already sent."""
+    return (
+        queryset.annotate(
+            has_artifact=ExpressionWrapper(Q(artifact__isnull=False), output_field=BooleanField()),
+            is_counted=ExpressionWrapper(_COUNTED, output_field=BooleanField()),
+            predicate_phases=KeyTransform("phases", "predicate"),
+        )
+        .order_by("pk")
+        .values_list(*(column for _, column in _COLUMNS))
+    )
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+
+
+def _phases(value: Any) -> dict[str, PhaseCounts]:
+    summaries = selectors.phase_summaries({"phases": value})
+    return {
+        name: {"passed": p.passed, "failed": p.failed, "skipped": p.skipped}
+        for name, p in sorted(summaries.items())
+    }
+
+
+class _Staleness:
+    """Stale reason codes per row, from ``services.staleness`` (the one rule), memoised.
+
+    A row's reasons depend on its recipe name, digest, AICR and validator catalog versions,
+    whether its signer was delisted, whether it is older than the limit and whether it is
+    withdrawn; rows sharing these share their codes, so the rule runs once per distinct
+    combination, not once per row."""
+
+    def __init__(self) -> None:
+        self.now = timezone.now()
+        self.limit = timedelta(days=stale_after_days())
+        self.memo: dict[tuple[Any, ...], list[str]] = {}
+        self.context = StalenessContext(now=self.now)
+
+    def chunk(self, rows: list[dict[str, Any]]) -> None:
+        """Load the facts for a chunk's recipes and signers (a fixed number of queries)."""
+        names = {row["recipe"] for row in rows} - set(self.context.newest_aicr)
+        if names:
+            facts = staleness_context([Evidence(recipe_name=name) for name in names], now=self.now)
+            self.context.current_digests.update(facts.current_digests)
+            self.context.newest_aicr.update(facts.newest_aicr)
+            self.context.validator_catalog_version = facts.validator_catalog_version
+        self.context.allowlist_state = AllowlistState(
+            delisted_signers({row["signer_id"] for row in rows})
+        )
+
+    def codes(self, row: dict[str, Any]) -> list[str]:
+        old = self.now - row["attested_at"] > self.limit
+        withdrawn = row["withdrawn_at"] is not None
+        delisted = self.context.allowlist_state.delisted(row["signer_id"])
+        key = (
+            row["recipe"],
+            row["recipe_digest"],
+            row["aicr_version"],
+            row["validator_catalog_version"],
+            delisted,
+            old,
+            withdrawn,
+        )
+        codes = self.memo.get(key)
+        if codes is None:
+            probe = Evidence(
+                recipe_name=row["recipe"],
+                subject_digest=row["recipe_digest"],
+                aicr_version=row["aicr_version"],
+                validator_catalog_version=row["validator_catalog_version"],
+                signer_id=row["signer_id"],
+                # A stand-in time on the same side of the limit as the row's.
+                attested_at=self.now - self.limit - timedelta(days=1) if old else self.now,
+                withdrawn_at=self.now if withdrawn else None,
+                withdrawal_reason="withdrawn" if withdrawn else "",
+            )
+            codes = [reason.code for reason in self.context.reasons(probe)]
+            self.memo[key] = codes
+        return codes
+
+
+def export_chunks(
+    queryset: QuerySet[Evidence],
+    *,
+    url_of: Callable[[str, int], str],
+    chunk_size: int = CHUNK_SIZE,
+) -> Iterator[list[ExportRecord]]:
+    """Records, ``chunk_size`` at a time, from one pass of a server-side cursor; staleness
+    costs a fixed number of queries per chunk, never one per row."""
+    names = [name for name, _ in _COLUMNS]
+    staleness = _Staleness()
+    for chunk in batched(export_rows(queryset).iterator(chunk_size=chunk_size), chunk_size):
+        rows = [dict(zip(names, values, strict=True)) for values in chunk]
+        staleness.chunk(rows)
+        records = []
+        for row in rows:
+            stale = staleness.codes(row)
+            del row["signer_id"]
+            row.update(
+                signer_key_fingerprint=row["signer_key_fingerprint"] or "",
+                stale=bool(stale),
+                stale_reasons=stale,
+                withdrawn=row["withdrawn_at"] is not None,
+                withdrawn_at=_iso(row["withdrawn_at"]),
+                attested_at=_iso(row["attested_at"]),
+                uploaded_at=_iso(row["uploaded_at"]),
+                rekor_integrated_time=_iso(row["rekor_integrated_time"]),
+                phases=_phases(row["phases"]),
+                url=url_of("api:evidence-detail", row["id"]),
+                bundle_url=url_of("api:evidence-bundle", row["id"]),
+            )
+            records.append(row)
+        yield records  # type: ignore[misc]
+
+
+def export_records(
+    queryset: QuerySet[Evidence], *, url_of: Callable[[str, int], str]
+) -> Iterator[ExportRecord]:
+    for chunk in export_chunks(queryset, url_of=url_of):
+        yield from chunk
+
+
+# --- NDJSON ----------------------------------------------------------------------------------
+
+
+def ndjson_line(record: ExportRecord | dict[str, Any]) -> bytes:
+    return (
+        json.dumps(record, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode(
+            "utf-8"
+        )
+        + b"\n"
+    )
+
+
+def ndjson_stream(
+    records: Iterable[ExportRecord], *, lines_per_write: int = 200
+) -> Iterator[bytes]:
+    """Lines joined a few hundred at a time: one small write per batch, not per record."""
+    for batch in batched(records, lines_per_write):
+        yield b"".join(ndjson_line(record) for record in batch)
+
+
+# --- CSV -------------------------------------------------------------------------------------
+
+CSV_COLUMNS = (
+    "id",
+    "sha256",
+    "recipe",
+    "recipe_digest",
+    "catalog",
+    "signer_slug",
+    "signer_label",
+    "signer_kind",
+    "signer_identity",
+    "signer_issuer",
+    "signer_key_fingerprint",
+    "signer_class",
+    "signer_counted",
+    "counted",
+    "verdict",
+    "stale",
+    "stale_reasons",
+    "withdrawn",
+    "withdrawn_at",
+    "withdrawal_reason",
+    "aicr_version",
+    "validator_catalog_version",
+    "k8s_version",
+    "attested_at",
+    "uploaded_at",
+    "rekor_log_index",
+    "rekor_integrated_time",
+    "trusted_root",
+    "is_simulated",
+    "is_demo",
+    "phases",
+    "container",
+    "has_artifact",
+    "url",
+    "bundle_url",
+)
+
+# A spreadsheet evaluates a cell that starts with one of these as a formula (OWASP "CSV
+# injection"); a leading apostrophe makes it text, and spreadsheets do not show it.
+_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+
+
+def csv_safe(value: str) -> str:
+    """``value`` as a cell a spreadsheet shows as text, never runs."""
+    return "'" + value if value.startswith(_FORMULA_PREFIXES) else value
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)  # numbers (e.g. a negative id never happens) stay numbers
+    if isinstance(value, list):
+        return csv_safe(" ".join(str(item) for item in value))
+    if isinstance(value, dict):
+        # phases: "conformance=3/0/1 deployment=…" (passed/failed/skipped); the names are the
+        # signer's, so the cell is made safe like any other text.
+        return csv_safe(
+            " ".join(
+                f"{name}={counts['passed']}/{counts['failed']}/{counts['skipped']}"
+                for name, counts in value.items()
+            )
+        )
+    return csv_safe(str(value))
+
+
+def csv_stream(records: Iterable[ExportRecord], *, rows_per_write: int = 200) -> Iterator[bytes]:
+    """A header, then one row per record (RFC 4180 quoting, CRLF), in UTF-8 with a BOM so
+    spreadsheets read non-ASCII text right."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(CSV_COLUMNS)
+    yield ("\ufeff" + buffer.getvalue()).encode("utf-8")
+    for batch in batched(records, rows_per_write):
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerows([_cell(record[column]) for column in CSV_COLUMNS] for record in batch)  # type: ignore[literal-required]
+        yield buffer.getvalue().encode("utf-8")

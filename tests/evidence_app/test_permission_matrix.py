@@ -1,0 +1,140 @@
+"""Every endpoint by anonymous / contributor / auditor / maintainer: the status each gets.
+
+Reads of recipes, evidence, signers and the published dashboard data are public; uploads need
+a contributor or maintainer; withdrawing someone else's evidence a maintainer; upload status
+its uploader, an auditor or a maintainer (another contributor: 403); exports an auditor or
+maintainer. A new route fails ``test_every_api_route_is_in_the_matrix`` until it is added."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from evidence_app.models import Evidence, UploadLog
+from evidence_app.services.tokens import token_create, user_with_role
+from recipes_app.models import Catalog, Recipe
+from tests.evidence_factories import EvidenceFactory
+
+ROLES = ("anonymous", "contributor", "auditor", "maintainer")
+ALL_200 = (200, 200, 200, 200)
+EXPORT = (401, 403, 200, 200)
+
+# (route name, method, path template, body, statuses in ROLES order)
+MATRIX: list[tuple[str, str, str, dict[str, Any] | None, tuple[int, ...]]] = [
+    ("api:api-root", "get", "/api/v1/", None, ALL_200),
+    ("api:recipe-list", "get", "/api/v1/recipes/", None, ALL_200),
+    ("api:recipe-detail", "get", "/api/v1/recipes/{recipe}/", None, ALL_200),
+    ("api:recipe-resolved-yaml", "get", "/api/v1/recipes/{recipe}/resolved.yaml", None, ALL_200),
+    ("api:recipe-query", "get", "/api/v1/query/?service=eks&accelerator=h100", None, ALL_200),
+    ("api:evidence-list", "get", "/api/v1/evidence/", None, ALL_200),
+    ("api:evidence-list", "post", "/api/v1/evidence/", {}, (401, 400, 403, 400)),
+    ("api:evidence-detail", "get", "/api/v1/evidence/{evidence}/", None, ALL_200),
+    ("api:evidence-bundle", "get", "/api/v1/evidence/{evidence}/bundle", None, ALL_200),
+    (
+        "api:evidence-withdraw",
+        "post",
+        "/api/v1/evidence/{evidence}/withdraw",
+        {"reason": "matrix"},
+        (401, 403, 403, 200),
+    ),
+    ("api:upload-detail", "get", "/api/v1/uploads/{upload}/", None, (401, 403, 200, 200)),
+    ("api:signer-list", "get", "/api/v1/signers/", None, ALL_200),
+    ("api:signer-detail", "get", "/api/v1/signers/{signer}/", None, ALL_200),
+    ("api:export-ndjson", "get", "/api/v1/export/evidence.ndjson", None, EXPORT),
+    ("api:export-csv", "get", "/api/v1/export/evidence.csv", None, EXPORT),
+    ("api:export-audit", "get", "/api/v1/export/audit.tar.gz", None, EXPORT),
+    ("aicr-dashboard:index", "get", "/aicr/data/index.json", None, ALL_200),
+    ("aicr-dashboard:series", "get", "/aicr/data/series/{recipe}.json", None, ALL_200),
+    ("aicrd:recipe", "get", "/v1/recipe?service=eks&accelerator=h100", None, ALL_200),
+    (
+        "aicrd:query",
+        "get",
+        "/v1/query?service=eks&accelerator=h100&selector=deploymentOrder",
+        None,
+        ALL_200,
+    ),
+    ("health", "get", "/health", None, ALL_200),
+    ("ready", "get", "/ready", None, ALL_200),
+    ("metrics", "get", "/metrics", None, ALL_200),
+    ("api-schema", "get", "/api/schema/", None, ALL_200),
+]
+
+
+def _names(patterns: list[Any], namespace: str = "") -> set[str]:
+    names: set[str] = set()
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            inner = f"{namespace}{pattern.namespace}:" if pattern.namespace else namespace
+            names |= _names(pattern.url_patterns, inner)
+        elif isinstance(pattern, URLPattern) and pattern.name:
+            names.add(namespace + pattern.name)
+    return names
+
+
+def test_every_api_route_is_in_the_matrix() -> None:
+    machine = {
+        name
+        for name in _names(get_resolver().url_patterns)
+        if name.startswith(("api:", "aicrd:", "aicr-dashboard:"))
+        or name in ("health", "ready", "metrics")
+    }
+    assert machine <= {row[0] for row in MATRIX} | {"api:api-schema"}
+
+
+@pytest.fixture
+def world(real_catalog: Catalog, evidence_db: None, settings: Any) -> dict[str, Any]:
+    settings.SITE_SIGNING_KEY = (
+        ec.generate_private_key(ec.SECP256R1())
+        .private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        .decode()
+    )
+    recipe = Recipe.objects.get(catalog=real_catalog, name="h100-eks-ubuntu-training-kubeflow")
+    uploader = user_with_role(username="uploader", role="contributor")
+    evidence: Evidence = EvidenceFactory(recipe=recipe, uploaded_by=uploader)
+    upload = UploadLog.objects.create(user=uploader, channel="api", verdict="invalid")
+    tokens = {
+        role: token_create(user=user_with_role(username=f"m-{role}", role=role), role=role)[1]
+        for role in ROLES[1:]
+    }
+    return {
+        "recipe": recipe.name,
+        "evidence": evidence.pk,
+        "signer": evidence.signer.slug,
+        "upload": upload.pk,
+        "tokens": tokens,
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "method", "template", "body", "statuses"),
+    MATRIX,
+    ids=[f"{row[1]} {row[2]}" for row in MATRIX],
+)
+@pytest.mark.parametrize("role_index", range(len(ROLES)), ids=ROLES)
+def test_each_role_gets_its_status(
+    world: dict[str, Any],
+    name: str,
+    method: str,
+    template: str,
+    body: dict[str, Any] | None,
+    statuses: tuple[int, ...],
+    role_index: int,
+) -> None:
+    role = ROLES[role_index]
+    client = Client()
+    if role != "anonymous":
+        client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {world['tokens'][role]}"
+    path = template.format(**{k: v for k, v in world.items() if k != "tokens"})
+    send: Callable[..., Any] = getattr(client, method)
+    response = send(path, body, content_type="application/json") if body is not None else send(path)
+    assert response.status_code == statuses[role_index], (role, path, response.content[:300])
