@@ -3,7 +3,10 @@
 Reads of recipes, evidence, signers and the published dashboard data are public; uploads need
 a contributor or maintainer; withdrawing someone else's evidence a maintainer; upload status
 its uploader, an auditor or a maintainer (another contributor: 403); exports an auditor or
-maintainer. A new route fails ``test_every_api_route_is_in_the_matrix`` until it is added."""
+maintainer. Clusters are read by auditors and maintainers (a server address says where the GPU
+infrastructure is) and written, tested, validated on and cancelled by maintainers; runs are
+read by anyone; the snapshot check is public. A new route fails
+``test_every_api_route_is_in_the_matrix`` until it is added."""
 
 from __future__ import annotations
 
@@ -19,11 +22,18 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from evidence_app.models import Evidence, UploadLog
 from evidence_app.services.tokens import token_create, user_with_role
 from recipes_app.models import Catalog, Recipe
+from tests.evidence_app.conftest import free_port
 from tests.evidence_factories import EvidenceFactory
+from tests.validators_app.conftest import cluster_keys  # noqa: F401 (autouse fixture)
+from tests.validators_app.kubeconfigs import kubeconfig
+from validators_app.models import RunStatus, ValidationRun
+from validators_app.services.clusters import cluster_register
 
 ROLES = ("anonymous", "contributor", "auditor", "maintainer")
 ALL_200 = (200, 200, 200, 200)
 EXPORT = (401, 403, 200, 200)
+CLUSTER_READ = (401, 403, 200, 200)
+MAINTAINER_WRITE_BAD_BODY = (401, 403, 403, 400)
 
 # (route name, method, path template, body, statuses in ROLES order)
 MATRIX: list[tuple[str, str, str, dict[str, Any] | None, tuple[int, ...]]] = [
@@ -59,6 +69,18 @@ MATRIX: list[tuple[str, str, str, dict[str, Any] | None, tuple[int, ...]]] = [
         None,
         ALL_200,
     ),
+    ("api:cluster-list", "get", "/api/v1/clusters/", None, CLUSTER_READ),
+    ("api:cluster-list", "post", "/api/v1/clusters/", {}, MAINTAINER_WRITE_BAD_BODY),
+    ("api:cluster-detail", "get", "/api/v1/clusters/{cluster}/", None, CLUSTER_READ),
+    # Nothing listens on the cluster's port: the test answers at once, {"ok": false, ...}.
+    ("api:cluster-test", "post", "/api/v1/clusters/{cluster}/test/", {}, (401, 403, 403, 200)),
+    ("api:run-list", "get", "/api/v1/runs/", None, ALL_200),
+    ("api:run-list", "post", "/api/v1/runs/", {}, MAINTAINER_WRITE_BAD_BODY),
+    ("api:run-detail", "get", "/api/v1/runs/{run}/", None, ALL_200),
+    ("api:run-ctrf", "get", "/api/v1/runs/{run}/ctrf.json", None, ALL_200),
+    # The run has ended: a maintainer's cancel is a conflict, everyone else is refused first.
+    ("api:run-cancel", "post", "/api/v1/runs/{run}/cancel/", {}, (401, 403, 403, 409)),
+    ("api:check", "post", "/api/v1/check/", {}, (400, 400, 400, 400)),
     ("health", "get", "/health", None, ALL_200),
     ("ready", "get", "/ready", None, ALL_200),
     ("metrics", "get", "/metrics", None, ALL_200),
@@ -102,6 +124,19 @@ def world(real_catalog: Catalog, evidence_db: None, settings: Any) -> dict[str, 
     uploader = user_with_role(username="uploader", role="contributor")
     evidence: Evidence = EvidenceFactory(recipe=recipe, uploaded_by=uploader)
     upload = UploadLog.objects.create(user=uploader, channel="api", verdict="invalid")
+    cluster = cluster_register(
+        name="matrix",
+        kubeconfig_text=kubeconfig(server=f"http://127.0.0.1:{free_port()}"),
+        environment="simulated",
+    )
+    run = ValidationRun.objects.create(
+        cluster=cluster,
+        recipe=recipe,
+        phases=["deployment"],
+        status=RunStatus.PASSED,
+        aicr_run_id="20261201-000000-0123456789abcdef",
+        ctrf=b'{"reportFormat": "CTRF"}\n',
+    )
     tokens = {
         role: token_create(user=user_with_role(username=f"m-{role}", role=role), role=role)[1]
         for role in ROLES[1:]
@@ -111,6 +146,8 @@ def world(real_catalog: Catalog, evidence_db: None, settings: Any) -> dict[str, 
         "evidence": evidence.pk,
         "signer": evidence.signer.slug,
         "upload": upload.pk,
+        "cluster": cluster.pk,
+        "run": run.pk,
         "tokens": tokens,
     }
 
