@@ -63,12 +63,12 @@ def bench(n: int, keyless_n: int) -> None:
     from django.conf import settings
 
     from evidence_app.attestation import build_summary_bundle, sign_statement, summary_tarball
+    from evidence_app.services.site_key import generate_pem, site_private_key
     from recipes_app.models import Recipe
     from validators_app import orchestrator
     from validators_app.models import Cluster, RunStatus, ValidationRun
     from validators_app.orchestrator.ctrf import build_phase_report, to_bytes
     from validators_app.services.evidence import bundle_input, publish_run
-    from validators_app.services.site_key import generate_pem, site_private_key
 
     settings.SITE_SIGNING_KEY = generate_pem().decode()
     key = site_private_key()

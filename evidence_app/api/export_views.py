@@ -25,8 +25,8 @@ from evidence_app.api.serializers import ErrorSerializer
 from evidence_app.auth import HasRole
 from evidence_app.exports.package import audit_package_write
 from evidence_app.exports.records import csv_stream, export_records, ndjson_stream
-from evidence_app.exports.signing import SiteKeyUnavailable
 from evidence_app.models import Evidence, Role
+from evidence_app.services.site_key import SiteKeyUnavailable
 
 TAGS = ["export"]
 _URL_MARK = 987654321987  # an id no row has: its digits are swapped for each row's id

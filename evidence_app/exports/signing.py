@@ -1,106 +1,34 @@
 """Signing the audit package's manifest with the site's key, and checking such a signature.
 
-The key is an ECDSA P-256 private key in PEM: ``settings.SITE_SIGNING_KEY``, or the
-``SITE_SIGNING_KEY`` environment variable when settings do not define it, else, in development
-only (``DEBUG``), a key generated once into the git-ignored
-``SITE_SIGNING_LOCAL_KEY_FILE`` (default ``.run/site-signing-key.pem``). The signature is ECDSA
-with SHA-256 over the manifest's bytes, DER, base64-encoded: what ``cosign verify-blob --key``
-and ``openssl dgst -sha256 -verify`` check.
-
-LEAD: branch ``validate`` adds the same key for validation runs
-(``validators_app/services/site_key.py``: ``SITE_SIGNING_KEY`` / ``ensure_site_key``, same PEM
-format). After both are merged, ``_private_pem`` should call that module so there is one key
-loader; ``sign_manifest``'s contract stays.
+The key is the site's one signing key (``evidence_app.services.site_key``: ``SITE_SIGNING_KEY``,
+or in development a key generated once into ``SITE_SIGNING_LOCAL_KEY_FILE``), the same key that
+signs the evidence of validation runs. The signature is ECDSA with SHA-256 over the manifest's
+bytes, DER, base64-encoded: what ``cosign verify-blob --key`` and ``openssl dgst -sha256
+-verify`` check.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
-import os
-import tempfile
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from evidence_app.services.site_key import site_private_key
 from evidence_app.verification.certificate import public_key_fingerprint
-
-
-class SiteKeyUnavailable(RuntimeError):
-    """No usable site key (not configured, unreadable, or not ECDSA P-256)."""
-
-
-def _local_key_file() -> Path | None:
-    from django.conf import settings
-
-    configured = getattr(settings, "SITE_SIGNING_LOCAL_KEY_FILE", None)
-    if configured:
-        return Path(configured)
-    if settings.DEBUG:
-        return Path(settings.BASE_DIR) / ".run" / "site-signing-key.pem"
-    return None
-
-
-def _generate_file(path: Path) -> None:
-    """Create the development key at ``path`` (0600) unless it exists; linked into place
-    atomically, so two processes starting together agree on one key."""
-    if path.exists():
-        return
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    pem = ec.generate_private_key(ec.SECP256R1()).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".site-key-")
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(pem)
-        with contextlib.suppress(FileExistsError):  # another process won: its key stands
-            os.link(temporary, path)
-    finally:
-        os.unlink(temporary)
-
-
-def _configured_pem() -> str:
-    """``settings.SITE_SIGNING_KEY`` when settings define it, else the environment's."""
-    from django.conf import settings
-
-    configured = getattr(settings, "SITE_SIGNING_KEY", None)
-    if configured is None:
-        configured = os.environ.get("SITE_SIGNING_KEY", "")
-    return (configured or "").strip()
-
-
-def _private_pem() -> bytes:
-    pem = _configured_pem()
-    if pem:
-        return pem.encode()
-    local = _local_key_file()
-    if local is None:
-        raise SiteKeyUnavailable(
-            "no site signing key: set SITE_SIGNING_KEY to the PEM of an ECDSA P-256 private key"
-        )
-    _generate_file(local)
-    return local.read_bytes()
-
-
-def site_private_key() -> ec.EllipticCurvePrivateKey:
-    try:
-        key = serialization.load_pem_private_key(_private_pem(), password=None)
-    except (ValueError, TypeError, OSError) as exc:
-        raise SiteKeyUnavailable(f"the site signing key cannot be read: {exc}") from None
-    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp256r1":
-        raise SiteKeyUnavailable("the site signing key must be ECDSA P-256")
-    return key
 
 
 def configured_public_key() -> ec.EllipticCurvePublicKey | None:
     """The site key's public half if one is configured or was generated; never generates one
     (a checker must not trust a key it just made up)."""
-    local = _local_key_file()
-    if not _configured_pem() and not (local is not None and local.exists()):
+    from django.conf import settings
+
+    local = getattr(settings, "SITE_SIGNING_LOCAL_KEY_FILE", None)
+    configured = (getattr(settings, "SITE_SIGNING_KEY", "") or "").strip()
+    if not configured and not (local is not None and Path(local).exists()):
         return None
     return site_private_key().public_key()
 

@@ -354,7 +354,9 @@ def test_it_refuses_an_unreadable_or_unsafe_package(
 def test_it_answers_503_without_a_site_key_in_production(
     api: Api, auditor: str, settings: Any
 ) -> None:
+    # What production settings hold without SITE_SIGNING_KEY: no development key file either.
     settings.SITE_SIGNING_KEY = ""
+    settings.SITE_SIGNING_LOCAL_KEY_FILE = None
     settings.DEBUG = False
     response = api(auditor).get(URL)
     assert response.status_code == 503

@@ -24,6 +24,7 @@ from evidence_app.models import Evidence, SigningKey, UploadLog
 from evidence_app.selectors import recipe_consensus_states
 from evidence_app.services.ingest import evidence_ingest
 from evidence_app.services.keys import signing_key_revoke
+from evidence_app.services.site_key import KEY_NAME, generate_pem
 from evidence_app.verification.summary_bundle import read_archive
 from recipes_app.models import Recipe
 from tests.validators_app.evidence_support import (
@@ -36,7 +37,6 @@ from validators_app.models import Environment, RunStatus
 from validators_app.orchestrator.ctrf import build_phase_report, to_bytes
 from validators_app.services import runs
 from validators_app.services.evidence import PublishError, publish_run, run_bundle
-from validators_app.services.site_key import KEY_NAME, generate_pem
 
 pytestmark = pytest.mark.django_db
 

@@ -28,6 +28,7 @@ from django.db import connection
 from aicr_site.celery import app as celery_app
 from evidence_app.models import Evidence
 from evidence_app.services import signers, trust_roots
+from evidence_app.services.site_key import generate_pem
 from tests.evidence_app.test_tasks_worker import (
     CELERY,
     REPO,
@@ -39,7 +40,6 @@ from tests.k8s_sim import SCENARIOS, SimulatedCluster
 from tests.validators_app.runs_support import RECIPE
 from validators_app.models import CheckStatus, Cluster, RunStatus, ValidationRun
 from validators_app.services import clusters, runs
-from validators_app.services.site_key import generate_pem
 
 pytestmark = pytest.mark.django_db(transaction=True)
 STALE_SECONDS = 3

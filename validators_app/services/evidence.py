@@ -3,9 +3,9 @@
 ``publish_run(run)`` turns a ``passed`` or ``failed`` run into the bundle ``aicr validate
 --emit-attestation`` writes (``evidence_app.attestation``: recipe.yaml, the redacted snapshot
 and per-phase CTRF, the synthesized BOM, manifest, statement), signs the statement with the
-site's key (``services.site_key``), or keyless through Sigstore when an identity token is
-configured (``services.keyless``), and sends the tarball through the same verify-before-count
-ingest as an upload (channel ``run``). Evidence from a simulated cluster is stored with
+site's key (``evidence_app.services.site_key``), or keyless through Sigstore when an identity
+token is configured (``services.keyless``), and sends the tarball through the same
+verify-before-count ingest as an upload (channel ``run``). Evidence from a simulated cluster is stored with
 ``is_simulated`` and never counts. Runs that ended ``error`` or ``cancelled`` publish nothing,
 as AICR writes no CTRF for them.
 
@@ -33,15 +33,15 @@ from evidence_app.attestation import (
 from evidence_app.attestation.snapshot import SnapshotError, parse_snapshot
 from evidence_app.models import Evidence
 from evidence_app.services.ingest import evidence_ingest
-from validators_app.models import RunStatus, ValidationRun
-from validators_app.orchestrator import resolve_image
-from validators_app.services.keyless import KeylessSigningError, identity_token, keyless_sign
-from validators_app.services.runs import validator_catalog
-from validators_app.services.site_key import (
+from evidence_app.services.site_key import (
     SiteKeyUnavailable,
     site_private_key,
     site_signing_key_ensure,
 )
+from validators_app.models import RunStatus, ValidationRun
+from validators_app.orchestrator import resolve_image
+from validators_app.services.keyless import KeylessSigningError, identity_token, keyless_sign
+from validators_app.services.runs import validator_catalog
 
 CHANNEL = "run"
 PUBLISHED_STATUSES = (RunStatus.PASSED, RunStatus.FAILED)

@@ -20,7 +20,8 @@ from evidence_app.exports.audit import (
     PackageUnreadable,
     audit_verify,
 )
-from evidence_app.exports.signing import SiteKeyUnavailable, configured_public_key, load_public_key
+from evidence_app.exports.signing import configured_public_key, load_public_key
+from evidence_app.services.site_key import SiteKeyUnavailable
 
 
 class Command(BaseCommand):

@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from validators_app.services.site_key import ensure_local_site_key, generate_pem
+from evidence_app.services.site_key import ensure_local_site_key, generate_pem
 
 
 class Command(BaseCommand):
