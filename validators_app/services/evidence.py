@@ -5,9 +5,9 @@
 and per-phase CTRF, the synthesized BOM, manifest, statement), signs the statement with the
 site's key (``evidence_app.services.site_key``), or keyless through Sigstore when an identity
 token is configured (``services.keyless``), and sends the tarball through the same
-verify-before-count ingest as an upload (channel ``run``). Evidence from a simulated cluster is stored with
-``is_simulated`` and never counts. Runs that ended ``error`` or ``cancelled`` publish nothing,
-as AICR writes no CTRF for them.
+verify-before-count ingest as an upload (channel ``run``). Evidence from a simulated cluster is
+stored with ``is_simulated`` and never counts. Runs that ended ``error`` or ``cancelled`` publish
+nothing, as AICR writes no CTRF for them.
 
 Idempotent: the bytes are a function of the run (BOM serial derived from the run ID, attested
 at the run's finish, RFC 6979 signature), so publishing a run twice finds the same evidence.
