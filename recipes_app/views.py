@@ -17,7 +17,14 @@ from django_htmx.http import push_url
 
 from aicr_site.lib.htmx import HtmxHttpRequest, wants_partial
 from evidence_app import selectors as evidence_selectors
-from recipes_app import selectors
+from recipes_app import overview, selectors
+
+
+@require_safe
+def home(request: HtmxHttpRequest) -> HttpResponse:
+    """The coverage matrix of the current catalog, with what changed lately."""
+    context = {"overview": overview.coverage_overview()}
+    return render(request, "recipes_app/home.html", context)
 
 
 @require_safe
