@@ -1,0 +1,167 @@
+"""The home page and the recipe list in Chromium: matrix cell → list, sort with URL state and
+history, layout at 1280 px (no inner scroll) and 390 px (no overflow, filters folded)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from playwright.sync_api import expect
+
+from evidence_app.corroborate import CONFIRMED
+from recipes_app.models import Catalog, Recipe
+from tests.evidence_factories import EvidenceFactory, SignerFactory
+
+pytestmark = pytest.mark.browser
+
+KUBEFLOW = "h100-eks-ubuntu-training-kubeflow"
+ROWS = "#results td.recipe-name > a"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+def query_of(url: str) -> dict[str, list[str]]:
+    return parse_qs(urlsplit(url).query)
+
+
+def confirm(catalog: Catalog, name: str) -> Recipe:
+    """Two counted signers pass every declared check of ``name``."""
+    recipe = Recipe.objects.get(catalog=catalog, name=name)
+    results = {
+        phase: [{"name": check["name"], "status": "passed"} for check in checks]
+        for phase, checks in recipe.checks.items()
+        if phase != "readiness"
+    }
+    for signer in SignerFactory.create_batch(2):
+        EvidenceFactory(recipe=recipe, signer=signer, check_results=results)
+    return recipe
+
+
+def overflow(page) -> int:  # type: ignore[no-untyped-def]
+    return page.evaluate(
+        "Math.max(document.documentElement.scrollWidth - document.documentElement.clientWidth,"
+        " document.body.scrollWidth - document.body.clientWidth)"
+    )
+
+
+def errors(console) -> list[str]:  # type: ignore[no-untyped-def]
+    return [m for m in console.messages if m.startswith(("error", "pageerror"))]
+
+
+def test_a_matrix_cell_opens_its_filtered_list(page, catalog, console):
+    confirm(catalog, KUBEFLOW)
+    page.goto("/")
+    cell = page.locator('[data-cell="eks/kubeflow/h100"]')
+    expect(cell.locator(".state")).to_have_text(CONFIRMED)
+
+    cell.click()
+
+    expect(page).to_have_url(re.compile(r"/recipes/\?"))
+    assert query_of(page.url) == {
+        "service": ["eks"],
+        "accelerator": ["h100"],
+        "platform": ["kubeflow"],
+    }
+    expected = sorted(
+        Recipe.objects.filter(
+            catalog=catalog, service="eks", accelerator="h100", platform="kubeflow"
+        ).values_list("name", flat=True)
+    )
+    assert sorted(page.locator(ROWS).all_inner_texts()) == expected
+    expect(page.locator("#f-service")).to_have_value("eks")
+    assert errors(console) == []
+
+
+def test_sorting_keeps_the_url_and_follows_back_and_forward(page, catalog, console):
+    confirm(catalog, KUBEFLOW)
+    by_name = sorted(Recipe.objects.filter(catalog=catalog).values_list("name", flat=True))
+    page.goto("/recipes/")
+    page.evaluate("window.__notReloaded = true")
+    expect(page.locator(ROWS).first).to_have_text(by_name[0])
+
+    page.select_option("#f-sort", "state")
+    expect(page).to_have_url(re.compile(r"/recipes/\?sort=state$"))
+    expect(page.locator(ROWS).first).to_have_text(KUBEFLOW)
+    page.select_option("#f-sort", "attested")
+    expect(page).to_have_url(re.compile(r"\?sort=attested$"))
+    expect(page.locator(ROWS).first).to_have_text(KUBEFLOW)
+    page.select_option("#f-service", "gke")
+    expect(page).to_have_url(re.compile(r"\?service=gke&sort=attested$"))
+    gke = sorted(
+        Recipe.objects.filter(catalog=catalog, service="gke").values_list("name", flat=True)
+    )
+    expect(page.locator(ROWS).first).to_have_text(gke[0])  # nothing attested: by name
+
+    page.go_back()
+    expect(page).to_have_url(re.compile(r"\?sort=attested$"))
+    expect(page.locator("#f-sort")).to_have_value("attested")
+    expect(page.locator(ROWS).first).to_have_text(KUBEFLOW)
+    page.go_back()
+    expect(page).to_have_url(re.compile(r"\?sort=state$"))
+    expect(page.locator("#f-sort")).to_have_value("state")
+    page.go_forward()
+    page.go_forward()
+    expect(page).to_have_url(re.compile(r"\?service=gke&sort=attested$"))
+    expect(page.locator("#f-service")).to_have_value("gke")
+    assert page.evaluate("window.__notReloaded") is True
+    assert errors(console) == []
+
+
+def test_the_recipe_table_fits_1280_px_without_an_inner_scroll(page, catalog):
+    page.goto("/recipes/")
+
+    table = page.locator(".recipes-table")
+    box = table.bounding_box()
+    assert box is not None
+    assert box["x"] >= 0
+    assert box["x"] + box["width"] <= 1280
+    assert page.locator("#results .table-scroll").count() == 0
+    assert overflow(page) <= 0
+    # Every column's header is on screen.
+    for header in page.locator(".recipes-table thead th").all():
+        head = header.bounding_box()
+        assert head is not None
+        assert head["x"] + head["width"] <= 1280, header.inner_text()
+
+
+def test_on_a_phone_pages_fit_and_the_filters_fold_behind_one_button(open_page, catalog, console):
+    confirm(catalog, KUBEFLOW)
+    page = open_page(viewport={"width": 390, "height": 844}, device_scale_factor=2)
+    for url in ("/", "/recipes/", "/recipes/?sort=state"):
+        page.goto(url)
+        assert overflow(page) <= 0, url
+
+    page.goto("/recipes/")
+    toggle = page.get_by_role("button", name="Filters")
+    expect(toggle).to_be_visible()
+    expect(page.locator("#f-service")).to_be_hidden()
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+    toggle.click()
+    expect(page.locator("#f-service")).to_be_visible()
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    page.select_option("#f-service", "eks")
+    expect(page).to_have_url(re.compile(r"\?service=eks$"))
+    expect(page.get_by_role("button", name="Filters (1)")).to_be_visible()
+    page.get_by_role("button", name="Filters (1)").click()
+    expect(page.locator("#f-service")).to_be_hidden()
+    # The list is a card per recipe: the first recipe starts on the first screen.
+    first = page.locator(ROWS).first.bounding_box()
+    assert first is not None
+    assert first["y"] < 844
+    assert overflow(page) <= 0
+    assert errors(console) == []
+
+
+def test_screenshots_of_the_main_pages(open_page, catalog):
+    """Desktop (1280 x 900) and phone (390 x 844) screenshots for the README."""
+    confirm(catalog, KUBEFLOW)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    pages = {"home": "/", "recipes": "/recipes/", "recipe": f"/recipes/{KUBEFLOW}/"}
+    for size, viewport in (("desktop", (1280, 900)), ("phone", (390, 844))):
+        page = open_page(viewport={"width": viewport[0], "height": viewport[1]})
+        for name, url in pages.items():
+            page.goto(url)
+            path = SCREENSHOTS / f"{name}-{size}.png"
+            page.screenshot(path=path)
+            assert path.stat().st_size > 10_000, path
