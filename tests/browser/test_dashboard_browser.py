@@ -165,3 +165,27 @@ def test_screenshots_of_the_main_pages(open_page, catalog):
             path = SCREENSHOTS / f"{name}-{size}.png"
             page.screenshot(path=path)
             assert path.stat().st_size > 10_000, path
+
+
+@pytest.mark.parametrize("viewport", [(1280, 900), (390, 844)])
+def test_every_consensus_grid_row_is_reachable_without_an_inner_scroll(
+    open_page, catalog, viewport
+):
+    recipe = confirm(catalog, KUBEFLOW)
+    page = open_page(viewport={"width": viewport[0], "height": viewport[1]})
+    page.goto(f"/recipes/{KUBEFLOW}/")
+
+    box = page.locator(".grid-scroll")
+    assert box.evaluate("e => e.scrollHeight - e.clientHeight") <= 1  # no vertical inner scroll
+    legend = page.locator("#consensus .legend").bounding_box()
+    grid = box.bounding_box()
+    assert legend is not None
+    assert grid is not None
+    assert legend["y"] < grid["y"]  # the legend is read first
+    rows = page.locator(".check-row[data-check]")
+    declared = sum(len(checks) for phase, checks in recipe.checks.items() if phase != "readiness")
+    expect(rows).to_have_count(declared)
+    last = rows.last
+    last.scroll_into_view_if_needed()
+    expect(last).to_be_in_viewport()
+    assert overflow(page) <= 0
