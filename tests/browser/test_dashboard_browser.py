@@ -4,6 +4,8 @@ history, layout at 1280 px (no inner scroll) and 390 px (no overflow, filters fo
 from __future__ import annotations
 
 import re
+import shlex
+import subprocess
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -11,8 +13,17 @@ import pytest
 from playwright.sync_api import expect
 
 from evidence_app.corroborate import CONFIRMED
+from evidence_app.services import keys
+from evidence_app.services.ingest import evidence_ingest
+from evidence_app.verification import verify_keyed
 from recipes_app.models import Catalog, Recipe
-from tests.evidence_factories import EvidenceFactory, SignerFactory
+from tests.evidence_factories import (
+    EvidenceFactory,
+    SignerFactory,
+    example_statement,
+    signed_example_tarball,
+)
+from tests.sigstore_private import generate_key, public_pem, sign_dsse_with_key
 
 pytestmark = pytest.mark.browser
 
@@ -189,3 +200,59 @@ def test_every_consensus_grid_row_is_reachable_without_an_inner_scroll(
     last.scroll_into_view_if_needed()
     expect(last).to_be_in_viewport()
     assert overflow(page) <= 0
+
+
+def test_key_download_then_the_page_commands_verify_from_a_fresh_shell(
+    page, catalog, live_server, tmp_path, console
+):
+    """Download key.pub from /signers/, then run the evidence page's fetch lines in an empty
+    directory (curl against the live server, tar), and verify what they fetched. cosign is
+    not installed here, so the last step is this site's own offline verifier reading exactly
+    the files the cosign command names (key.pub, summary-bundle/attestation.intoto.jsonl,
+    summary-bundle/recipe.yaml)."""
+    key = generate_key("ecdsa-p256")
+    pem = public_pem(key)
+    keys.signing_key_register(name="lab key", public_key_pem=pem)
+    data = signed_example_tarball(sign_dsse_with_key(example_statement(), key))
+    result = evidence_ingest(
+        data=data, artifact=None, filename="evidence.tar.gz", user=None, channel="api"
+    )
+    assert result.verdict == "verified", result.reason
+    evidence = result.evidence
+
+    page.goto("/signers/")
+    with page.expect_download() as download:
+        page.locator(f'[data-signer="{evidence.signer.slug}"] a[download]').click()
+    saved = tmp_path / "downloaded-key.pub"
+    download.value.save_as(saved)
+    assert saved.read_bytes() == (pem if isinstance(pem, bytes) else pem.encode())
+
+    page.goto(f"/evidence/{evidence.pk}/")
+    script = page.locator("#fetch-command").inner_text()
+    cosign = next(
+        text
+        for text in page.locator(".command pre code").all_inner_texts()
+        if text.startswith("cosign ")
+    )
+    shell = tmp_path / "fresh"
+    shell.mkdir()
+    run = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=shell,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(shell)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert live_server.url.startswith("http://localhost") or "127.0.0.1" in live_server.url
+    argv = shlex.split(cosign)
+    named = {argv[i]: argv[i + 1] for i in range(len(argv) - 1) if argv[i].startswith("--")}
+    bundle = (shell / named["--bundle"]).read_bytes()
+    artifact = (shell / argv[-1]).read_bytes()
+    public = (shell / named["--key"]).read_bytes()
+    outcome = verify_keyed(bundle, public_keys=[public], artifact=artifact)
+    assert outcome.status == "ok", outcome.detail
+    tampered = verify_keyed(bundle, public_keys=[public], artifact=artifact + b"\n# edited")
+    assert tampered.status == "invalid"
+    assert errors(console) == []
