@@ -14,6 +14,7 @@ handler500 = "aicr_site.errors.server_error"
 urlpatterns = [
     path("", recipe_views.home, name="home"),
     path("recipes/", include("recipes_app.urls")),
+    path("badges/<str:name>.svg", recipe_views.recipe_badge, name="badge"),
     path("clusters/", include("validators_app.clusters_urls")),
     path("runs/", include("validators_app.runs_urls")),
     # /evidence/, /evidence/new/, /evidence/<id>/, /signers/<slug>/

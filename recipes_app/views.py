@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
 
 from aicr_site.lib.htmx import HtmxHttpRequest, wants_partial
 from evidence_app import selectors as evidence_selectors
-from recipes_app import overview, selectors
+from recipes_app import badges, overview, selectors
 
 
 @require_safe
@@ -75,4 +76,26 @@ def recipe_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     if wants_partial(request, target="consensus"):
         response = render(request, "recipes_app/detail.html#consensus", context)
         return push_url(response, request.get_full_path())
+    if page.is_current_catalog:
+        badge_url = request.build_absolute_uri(reverse("badge", args=[name]))
+        page_url = request.build_absolute_uri(reverse("recipes:detail", args=[name]))
+        context["badge_url"] = badge_url
+        context["badge_markdown"] = f"[![AICR consensus: {name}]({badge_url})]({page_url})"
     return render(request, "recipes_app/detail.html", context, status=status)
+
+
+@require_safe
+def recipe_badge(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    """The SVG badge of a current recipe; an unknown name gets a 404 badge saying so."""
+    facts = badges.badge_facts(name=name)
+    if facts is None:
+        response = render(
+            request, "recipes_app/badge_unknown.svg", content_type="image/svg+xml", status=404
+        )
+    else:
+        response = render(
+            request, "recipes_app/badge.svg", {"facts": facts}, content_type="image/svg+xml"
+        )
+    # Shown in other sites' READMEs: short-lived caches, so a state change shows within minutes.
+    response["Cache-Control"] = "public, max-age=300"
+    return response

@@ -139,7 +139,7 @@ def test_the_recipe_table_fits_1280_px_without_an_inner_scroll(page, catalog):
 def test_on_a_phone_pages_fit_and_the_filters_fold_behind_one_button(open_page, catalog, console):
     confirm(catalog, KUBEFLOW)
     page = open_page(viewport={"width": 390, "height": 844}, device_scale_factor=2)
-    for url in ("/", "/recipes/", "/recipes/?sort=state"):
+    for url in ("/", "/recipes/", "/recipes/?sort=state", "/signers/"):
         page.goto(url)
         assert overflow(page) <= 0, url
 
