@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from evidence_app.feeds import evidence_feed
 from recipes_app import views as recipe_views
 
 # Errors in the shape each route speaks: JSON under /api/ and /v1/, a small page elsewhere.
@@ -15,6 +16,7 @@ urlpatterns = [
     path("", recipe_views.home, name="home"),
     path("recipes/", include("recipes_app.urls")),
     path("badges/<str:name>.svg", recipe_views.recipe_badge, name="badge"),
+    path("feeds/evidence.atom", evidence_feed, name="evidence-feed"),
     path("clusters/", include("validators_app.clusters_urls")),
     path("runs/", include("validators_app.runs_urls")),
     # /evidence/, /evidence/new/, /evidence/<id>/, /signers/<slug>/

@@ -20,6 +20,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 ROUTES = {
     "home": "/",
     "recipes:list": "/recipes/",
+    "badge": "/badges/h100-eks-ubuntu-training-kubeflow.svg",
+    "evidence-feed": "/feeds/evidence.atom",
     "recipes:detail": "/recipes/h100-eks-ubuntu-training-kubeflow/",
     "evidence:list": "/evidence/",
     "evidence:new": "/evidence/new/",
