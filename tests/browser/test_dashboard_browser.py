@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -168,7 +169,12 @@ def test_screenshots_of_the_main_pages(open_page, catalog):
     """Desktop (1280 x 900) and phone (390 x 844) screenshots for the README."""
     confirm(catalog, KUBEFLOW)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    pages = {"home": "/", "recipes": "/recipes/", "recipe": f"/recipes/{KUBEFLOW}/"}
+    pages = {
+        "home": "/",
+        "recipes": "/recipes/",
+        "recipe": f"/recipes/{KUBEFLOW}/",
+        "signers": "/signers/",
+    }
     for size, viewport in (("desktop", (1280, 900)), ("phone", (390, 844))):
         page = open_page(viewport={"width": viewport[0], "height": viewport[1]})
         for name, url in pages.items():
@@ -255,4 +261,26 @@ def test_key_download_then_the_page_commands_verify_from_a_fresh_shell(
     assert outcome.status == "ok", outcome.detail
     tampered = verify_keyed(bundle, public_keys=[public], artifact=artifact + b"\n# edited")
     assert tampered.status == "invalid"
+    assert errors(console) == []
+
+
+def test_the_badge_renders_its_markdown_copies_and_the_feed_parses(page, catalog, console):
+    confirm(catalog, KUBEFLOW)
+    page.goto(f"/recipes/{KUBEFLOW}/")
+    image = page.locator("img[data-badge]")
+    image.scroll_into_view_if_needed()
+    expect(image).to_be_visible()
+    page.wait_for_function("document.querySelector('img[data-badge]').complete")
+    assert image.evaluate("img => img.naturalWidth") > 100
+
+    page.get_by_role("button", name="Copy the badge Markdown").click()
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied == page.locator("#badge-markdown").inner_text()
+    assert copied.startswith(f"[![AICR consensus: {KUBEFLOW}](")
+
+    response = page.request.get("/feeds/evidence.atom?service=eks")
+    assert response.status == 200
+    root = ET.fromstring(response.body())  # noqa: S314 (this site's own output, in a test)
+    titles = [e.findtext("{http://www.w3.org/2005/Atom}title") for e in root]
+    assert sum(1 for t in titles if t and t.startswith(f"new: {KUBEFLOW}")) == 2
     assert errors(console) == []
