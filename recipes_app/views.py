@@ -68,6 +68,9 @@ def recipe_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
         return render(request, "recipes_app/not_found.html", context, status=404)
     status = 400 if page.diff.is_error else 200
     context = {"page": page, "recipe": page.recipe}
+    if wants_partial(request, target="yaml-body"):
+        context["yaml_loaded"] = True
+        return render(request, "recipes_app/detail.html#yaml", context)
     if wants_partial(request, target="diff"):
         return render(request, "recipes_app/detail.html#diff", context, status=status)
     context["grid"] = evidence_selectors.consensus_grid(

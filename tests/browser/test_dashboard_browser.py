@@ -113,6 +113,8 @@ def test_sorting_keeps_the_url_and_follows_back_and_forward(page, catalog, conso
     expect(page).to_have_url(re.compile(r"\?sort=state$"))
     expect(page.locator("#f-sort")).to_have_value("state")
     page.go_forward()
+    expect(page).to_have_url(re.compile(r"\?sort=attested$"))
+    expect(page.locator(ROWS).first).to_have_text(KUBEFLOW)
     page.go_forward()
     expect(page).to_have_url(re.compile(r"\?service=gke&sort=attested$"))
     expect(page.locator("#f-service")).to_have_value("gke")
@@ -283,4 +285,18 @@ def test_the_badge_renders_its_markdown_copies_and_the_feed_parses(page, catalog
     root = ET.fromstring(response.body())  # noqa: S314 (this site's own output, in a test)
     titles = [e.findtext("{http://www.w3.org/2005/Atom}title") for e in root]
     assert sum(1 for t in titles if t and t.startswith(f"new: {KUBEFLOW}")) == 2
+    assert errors(console) == []
+
+
+def test_the_yaml_loads_when_opened_and_copies_exactly(page, catalog, console):
+    recipe = Recipe.objects.get(catalog=catalog, name=KUBEFLOW)
+    page.goto(f"/recipes/{KUBEFLOW}/")
+    expect(page.locator("#recipe-yaml")).to_have_count(0)
+
+    page.locator("details.yaml summary").click()
+    expect(page.locator("#recipe-yaml")).to_have_count(1)
+    page.get_by_role("button", name="Copy the recipe YAML").click()
+    copied = page.evaluate("navigator.clipboard.readText()")
+    # The copy button copies the trimmed text (a YAML document without its final newline).
+    assert copied == recipe.deterministic_yaml.strip()
     assert errors(console) == []

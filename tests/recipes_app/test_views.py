@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from datetime import timedelta
+from html import unescape
 
 import pytest
 from django.db import connection
@@ -354,14 +355,25 @@ def test_it_shows_the_aicr_command_with_a_copy_button(client, real_catalog):
     assert " style=" not in html
 
 
-def test_it_shows_the_deterministic_yaml_collapsed(client, real_catalog):
+def test_it_loads_the_deterministic_yaml_when_opened(client, real_catalog):
     recipe = Recipe.objects.get(catalog=real_catalog, name=KUBEFLOW)
 
-    html = client.get(detail_url(KUBEFLOW)).content.decode()
+    response = client.get(detail_url(KUBEFLOW))
+    html = response.content.decode()
 
     assert '<details class="yaml">' in html
-    first_line = recipe.deterministic_yaml.splitlines()[0]
-    assert first_line in html
+    assert 'hx-trigger="toggle from:closest details once"' in html
+    assert recipe.deterministic_yaml not in html  # not inline: most of the page's weight
+    assert len(response.content) < 100_000
+    partial = client.get(
+        detail_url(KUBEFLOW), headers={"HX-Request": "true", "HX-Target": "yaml-body"}
+    )
+    body = partial.content.decode()
+    assert partial.status_code == 200
+    assert body.lstrip().startswith('<div id="yaml-body"')
+    code = body[body.index('<code id="recipe-yaml">') + len('<code id="recipe-yaml">') :]
+    assert unescape(code[: code.index("</code>")]) == recipe.deterministic_yaml
+    assert 'data-copy="#recipe-yaml"' in body
 
 
 def test_it_links_profile_variants_of_the_same_leaf(client, real_catalog):
