@@ -75,7 +75,7 @@ def feed_filter(params: Any, catalog: Catalog | None) -> FeedFilter:
 
 def evidence_events(chosen: FeedFilter, *, now: datetime | None = None) -> list[EvidenceEvent]:
     now = now or timezone.now()
-    records = chosen.apply(evidence_queryset().select_related("recipe"))
+    records = chosen.apply(evidence_queryset())
     days = stale_after_days()
     events = [
         EvidenceEvent("new", e.uploaded_at, e, "stored after verification")
