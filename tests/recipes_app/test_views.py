@@ -444,13 +444,18 @@ def test_it_says_when_there_is_no_earlier_version(client):
     assert "No earlier catalog version contains this recipe" in html
 
 
-def test_it_says_when_there_is_no_earlier_catalog_at_all(client):
+def test_with_one_catalog_version_there_is_no_diff_section(client):
     Catalog.objects.all().delete()  # rolled back after the test
     recipe = RecipeFactory(catalog=CatalogFactory())
 
     html = client.get(detail_url(recipe.name)).content.decode()
 
-    assert "There is no earlier catalog version to compare with" in html
+    assert 'id="diff"' not in html
+    assert "Changes against an earlier catalog version" not in html
+    # A diff asked for explicitly still answers (and names the unknown version).
+    response = client.get(detail_url(recipe.name) + "?against=999999")
+    assert response.status_code == 400
+    assert 'id="diff"' in response.content.decode()
 
 
 # --- the diff against an earlier catalog version ---------------------------------------------
