@@ -304,3 +304,42 @@ def test_the_yaml_loads_when_opened_and_copies_exactly(page, catalog, console):
     # The copy button copies the trimmed text (a YAML document without its final newline).
     assert copied == recipe.deterministic_yaml.strip()
     assert errors(console) == []
+
+
+def luminance(css_colour: str) -> float:
+    """Relative luminance (WCAG) of an ``rgb(r, g, b)`` computed colour."""
+    channels = [int(c) / 255 for c in re.findall(r"\d+", css_colour)[:3]]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(a: str, b: str) -> float:
+    light, dark = sorted((luminance(a), luminance(b)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def test_dark_mode_and_reduced_motion_follow_the_system(open_page, catalog, tmp_path):
+    confirm(catalog, KUBEFLOW)
+    page = open_page(
+        viewport={"width": 1280, "height": 900}, color_scheme="dark", reduced_motion="reduce"
+    )
+    folder = Path(os.environ.get(SCREENSHOTS_ENV) or tmp_path)
+    for name, url in (("home", "/"), ("recipe", f"/recipes/{KUBEFLOW}/")):
+        page.goto(url)
+        body = page.evaluate("(s => [s.backgroundColor, s.color])(getComputedStyle(document.body))")
+        assert luminance(body[0]) < 0.05, body  # a dark page
+        assert contrast(*body) >= 7, body
+        # Text on the darkened surfaces (cards, table heads, grid phase rows) stays readable.
+        for selector in (".card", ".table thead th", ".phase-row th"):
+            if page.locator(selector).count():
+                colours = page.locator(selector).first.evaluate(
+                    "e => { const s = getComputedStyle(e); let b = s.backgroundColor, n = e;"
+                    " while (b === 'rgba(0, 0, 0, 0)' && n.parentElement) {"
+                    " n = n.parentElement; b = getComputedStyle(n).backgroundColor; }"
+                    " return [b, s.color]; }"
+                )
+                assert contrast(*colours) >= 4.5, (url, selector, colours)
+        page.screenshot(path=folder / f"{name}-dark.png")
+    assert page.evaluate(
+        "getComputedStyle(document.querySelector('.spinner') || document.body).animationName"
+    ) in ("none", "")
