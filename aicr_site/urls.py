@@ -1,11 +1,12 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from aicr_site import health, metrics
 from evidence_app.coverage.views import check_page
+from evidence_app.feeds import evidence_feed
+from recipes_app import views as recipe_views
 
 # Errors in the shape each route speaks: JSON under /api/ and /v1/, a small page elsewhere.
 handler400 = "aicr_site.errors.bad_request"
@@ -14,8 +15,10 @@ handler404 = "aicr_site.errors.page_not_found"
 handler500 = "aicr_site.errors.server_error"
 
 urlpatterns = [
-    path("", RedirectView.as_view(pattern_name="recipes:list", permanent=False), name="home"),
+    path("", recipe_views.home, name="home"),
     path("recipes/", include("recipes_app.urls")),
+    path("badges/<str:name>.svg", recipe_views.recipe_badge, name="badge"),
+    path("feeds/evidence.atom", evidence_feed, name="evidence-feed"),
     path("clusters/", include("validators_app.clusters_urls")),
     path("runs/", include("validators_app.runs_urls")),
     path("check/", check_page, name="check"),

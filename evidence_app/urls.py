@@ -11,5 +11,7 @@ urlpatterns = [
     path("evidence/new/", views.evidence_new, name="new"),
     path("evidence/<int:pk>/", views.evidence_detail, name="detail"),
     path("evidence/<int:pk>/withdraw/", views.evidence_withdraw, name="withdraw"),
+    path("signers/", views.signer_list, name="signers"),
     path("signers/<slug:slug>/", views.signer_detail, name="signer"),
+    path("signers/<slug:slug>/key.pub", views.signer_key, name="signer-key"),
 ]

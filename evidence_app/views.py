@@ -21,7 +21,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, push_url
 
 from aicr_site.lib.htmx import HtmxHttpRequest, wants_partial
-from evidence_app import permissions, selectors
+from evidence_app import fetch_steps, permissions, selectors, signer_listing
 from evidence_app.forms import EvidenceUploadForm, WithdrawForm
 from evidence_app.models import Evidence, UploadLog
 from evidence_app.services import ingest, oci, withdrawal
@@ -76,7 +76,17 @@ def evidence_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         context = {"evidence": evidence, "form": WithdrawForm(), "can_withdraw": True}
         return render(request, "evidence_app/detail.html#withdrawal", context)
     page = selectors.evidence_page(evidence=evidence)
-    context = {"page": page, "evidence": evidence, "can_withdraw": allowed, "form": WithdrawForm()}
+    context = {
+        "page": page,
+        "evidence": evidence,
+        "can_withdraw": allowed,
+        "form": WithdrawForm(),
+        "fetch": "\n".join(
+            fetch_steps.fetch_lines(evidence, base_url=request.build_absolute_uri("/")[:-1])
+        )
+        if page.commands
+        else "",
+    }
     return render(request, "evidence_app/detail.html", context)
 
 
@@ -208,6 +218,24 @@ def _oci_result(request: HtmxHttpRequest, *, upload: UploadLog) -> HttpResponse:
         "stale": _stale_of(upload.evidence),
     }
     return render(request, "evidence_app/result.html", context, status=upload.http_status or 202)
+
+
+@require_safe
+def signer_list(request: HtmxHttpRequest) -> HttpResponse:
+    page = signer_listing.signer_index(page_number=request.GET.get("page"))
+    return render(request, "evidence_app/signers.html", {"signers": page})
+
+
+@require_safe
+def signer_key(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """A key-signed signer's registered public key, as the ``key.pub`` its verify command reads."""
+    found = signer_listing.signer_public_key(slug=slug)
+    if found is None:
+        raise Http404("No key-signed signer with this slug.")
+    _, pem = found
+    response = HttpResponse(pem, content_type="application/x-pem-file")
+    response["Content-Disposition"] = 'attachment; filename="key.pub"'
+    return response
 
 
 @require_safe

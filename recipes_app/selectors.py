@@ -13,14 +13,23 @@ from typing import Any
 from urllib.parse import quote
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Q, QuerySet
+from django.db.models import Case, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.http import QueryDict
 
+from evidence_app.models import Evidence
+from evidence_app.selectors import STATES
 from recipes_app.filters import MAX_QUERY_LENGTH, RecipeFilter
 from recipes_app.models import ANY, DIMENSIONS, PHASES, Catalog, Recipe
 
 PAGE_SIZE = 50
-FILTER_FIELDS: tuple[str, ...] = ("q", *DIMENSIONS, "catalog", "consensus")
+FILTER_FIELDS: tuple[str, ...] = ("q", *DIMENSIONS, "catalog", "consensus", "sort")
+# ``?sort=`` values, the default first (left out of a shareable URL).
+SORTS: dict[str, str] = {
+    "name": "Name",
+    "state": "Consensus state (best first)",
+    "attested": "Last attested (newest first)",
+}
+DEFAULT_SORT = "name"
 # A diff longer than this is cut; the full YAML of both sides stays one click away.
 MAX_DIFF_LINES = 4000
 # The columns a catalog label needs: never the (megabytes of) tree files.
@@ -86,6 +95,7 @@ class RecipeListing:
     has_earlier_catalog: bool
     catalog_options: list[CatalogOption]
     facet_fields: list[FacetField]
+    sort: str
     page: Page[Recipe]
     errors: list[str]
     query: QueryDict  # the active filters only: what a shareable URL needs
@@ -94,8 +104,18 @@ class RecipeListing:
     search_max_length: int = MAX_QUERY_LENGTH
 
     @property
+    def filter_count(self) -> int:
+        """How many filters narrow the list (the catalog version and the sort do not)."""
+        return sum(1 for key in self.query if key not in ("catalog", "sort"))
+
+    @property
     def is_filtered(self) -> bool:
-        return any(key != "catalog" for key in self.query)
+        return self.filter_count > 0
+
+    @property
+    def sort_options(self) -> list[tuple[str, str, bool]]:
+        """``(value, label, selected)`` for the sort control."""
+        return [(value, label, value == self.sort) for value, label in SORTS.items()]
 
     @property
     def cleared_qs(self) -> str:
@@ -141,14 +161,20 @@ def recipe_listing(*, params: Mapping[str, Any], page_number: str | int | None) 
     page (plus two to check a ``catalog`` parameter): constant for any number of recipes.
     """
     query = active_filters(params)
+    if query.get("sort") == DEFAULT_SORT:
+        del query["sort"]  # one URL per listing
+    sort = query.get("sort", DEFAULT_SORT)
     filterset = RecipeFilter(query, queryset=Recipe.objects.for_listing())
     errors = [_naming_the_value(line, query) for line in filterset.error_messages()]
+    bad_sort = sort not in SORTS
+    if bad_sort:
+        errors.append(_naming_the_value(f"sort: choose one of {', '.join(SORTS)}", query))
     catalog = filterset.catalog_version
     catalogs = list(catalog_versions())
-    results = Recipe.objects.none() if errors else filterset.qs.order_by("name")
+    results = Recipe.objects.none() if errors else _sorted(filterset.qs, sort)
 
     cleared = query.copy()
-    for key in filterset.form.errors:
+    for key in [*filterset.form.errors, *(["sort"] if bad_sort else [])]:
         cleared.pop(key, None)
     reset = QueryDict(mutable=True)
     if "catalog" in cleared:
@@ -183,12 +209,35 @@ def recipe_listing(*, params: Mapping[str, Any], page_number: str | int | None) 
         and any(_is_earlier(other, catalog) for other in catalogs),
         catalog_options=catalog_options,
         facet_fields=facet_fields,
+        sort=sort,
         page=Paginator(results, PAGE_SIZE).get_page(page_number),
         errors=errors,
         query=query,
         cleared_query=cleared,
         reset_query=reset,
     )
+
+
+def _sorted(recipes: QuerySet[Recipe], sort: str) -> QuerySet[Recipe]:
+    """``recipes`` (annotated with ``consensus_state`` by ``RecipeFilter``) with each one's
+    last counted attestation, in ``sort`` order; the name breaks every tie."""
+    last = (
+        Evidence.objects.counted()
+        .filter(recipe_name=OuterRef("name"))
+        .order_by("-attested_at")
+        .values("attested_at")[:1]
+    )
+    recipes = recipes.annotate(last_attested=Subquery(last))
+    if sort == "state":
+        rank = Case(
+            *(When(consensus_state=state, then=Value(i)) for i, state in enumerate(STATES)),
+            default=Value(len(STATES)),
+            output_field=IntegerField(),
+        )
+        return recipes.order_by(rank, "name")
+    if sort == "attested":
+        return recipes.order_by(F("last_attested").desc(nulls_last=True), "name")
+    return recipes.order_by("name")
 
 
 def _naming_the_value(line: str, query: QueryDict) -> str:

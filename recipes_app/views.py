@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
@@ -18,7 +19,14 @@ from django_htmx.http import push_url
 from aicr_site.lib.htmx import HtmxHttpRequest, wants_partial
 from evidence_app import selectors as evidence_selectors
 from evidence_app.coverage.ledger import qualification_ledger
-from recipes_app import selectors
+from recipes_app import badges, overview, selectors
+
+
+@require_safe
+def home(request: HtmxHttpRequest) -> HttpResponse:
+    """The coverage matrix of the current catalog, with what changed lately."""
+    context = {"overview": overview.coverage_overview()}
+    return render(request, "recipes_app/home.html", context)
 
 
 @require_safe
@@ -61,6 +69,9 @@ def recipe_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
         return render(request, "recipes_app/not_found.html", context, status=404)
     status = 400 if page.diff.is_error else 200
     context = {"page": page, "recipe": page.recipe}
+    if wants_partial(request, target="yaml-body"):
+        context["yaml_loaded"] = True
+        return render(request, "recipes_app/detail.html#yaml", context)
     if wants_partial(request, target="diff"):
         return render(request, "recipes_app/detail.html#diff", context, status=status)
     context["grid"] = evidence_selectors.consensus_grid(
@@ -70,4 +81,26 @@ def recipe_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
         response = render(request, "recipes_app/detail.html#consensus", context)
         return push_url(response, request.get_full_path())
     context["ledger"] = qualification_ledger(page.recipe)
+    if page.is_current_catalog:
+        badge_url = request.build_absolute_uri(reverse("badge", args=[name]))
+        page_url = request.build_absolute_uri(reverse("recipes:detail", args=[name]))
+        context["badge_url"] = badge_url
+        context["badge_markdown"] = f"[![AICR consensus: {name}]({badge_url})]({page_url})"
     return render(request, "recipes_app/detail.html", context, status=status)
+
+
+@require_safe
+def recipe_badge(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    """The SVG badge of a current recipe; an unknown name gets a 404 badge saying so."""
+    facts = badges.badge_facts(name=name)
+    if facts is None:
+        response = render(
+            request, "recipes_app/badge_unknown.svg", content_type="image/svg+xml", status=404
+        )
+    else:
+        response = render(
+            request, "recipes_app/badge.svg", {"facts": facts}, content_type="image/svg+xml"
+        )
+    # Shown in other sites' READMEs: short-lived caches, so a state change shows within minutes.
+    response["Cache-Control"] = "public, max-age=300"
+    return response

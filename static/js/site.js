@@ -143,4 +143,15 @@
   document.addEventListener("htmx:load", function (event) {
     setUpDropzones(event.target);
   });
+
+  // On a phone the recipe filters fold behind one button (CSS hides them until opened).
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest("[data-toggle-filters]");
+    if (!button) {
+      return;
+    }
+    var form = button.closest("form");
+    var open = form.classList.toggle("is-open");
+    button.setAttribute("aria-expanded", open ? "true" : "false");
+  });
 })();

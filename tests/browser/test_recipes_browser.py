@@ -118,7 +118,9 @@ def test_it_copies_the_aicr_command(page, catalog):
 
     page.get_by_role("button", name="Copy command").click()
 
-    expect(page.locator(".command .copy-status")).to_have_text("Copied to the clipboard.")
+    expect(
+        page.locator("#aicr-command").locator("xpath=ancestor::div[1]").locator(".copy-status")
+    ).to_have_text("Copied to the clipboard.")
     assert page.evaluate("navigator.clipboard.readText()") == command
 
 

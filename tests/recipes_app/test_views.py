@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from datetime import timedelta
+from html import unescape
 
 import pytest
 from django.db import connection
@@ -355,14 +356,25 @@ def test_it_shows_the_aicr_command_with_a_copy_button(client, real_catalog):
     assert " style=" not in html
 
 
-def test_it_shows_the_deterministic_yaml_collapsed(client, real_catalog):
+def test_it_loads_the_deterministic_yaml_when_opened(client, real_catalog):
     recipe = Recipe.objects.get(catalog=real_catalog, name=KUBEFLOW)
 
-    html = client.get(detail_url(KUBEFLOW)).content.decode()
+    response = client.get(detail_url(KUBEFLOW))
+    html = response.content.decode()
 
     assert '<details class="yaml">' in html
-    first_line = recipe.deterministic_yaml.splitlines()[0]
-    assert first_line in html
+    assert 'hx-trigger="toggle from:closest details once"' in html
+    assert recipe.deterministic_yaml not in html  # not inline: most of the page's weight
+    assert len(response.content) < 100_000
+    partial = client.get(
+        detail_url(KUBEFLOW), headers={"HX-Request": "true", "HX-Target": "yaml-body"}
+    )
+    body = partial.content.decode()
+    assert partial.status_code == 200
+    assert body.lstrip().startswith('<div id="yaml-body"')
+    code = body[body.index('<code id="recipe-yaml">') + len('<code id="recipe-yaml">') :]
+    assert unescape(code[: code.index("</code>")]) == recipe.deterministic_yaml
+    assert 'data-copy="#recipe-yaml"' in body
 
 
 def test_it_links_profile_variants_of_the_same_leaf(client, real_catalog):
@@ -433,13 +445,18 @@ def test_it_says_when_there_is_no_earlier_version(client):
     assert "No earlier catalog version contains this recipe" in html
 
 
-def test_it_says_when_there_is_no_earlier_catalog_at_all(client):
+def test_with_one_catalog_version_there_is_no_diff_section(client):
     Catalog.objects.all().delete()  # rolled back after the test
     recipe = RecipeFactory(catalog=CatalogFactory())
 
     html = client.get(detail_url(recipe.name)).content.decode()
 
-    assert "There is no earlier catalog version to compare with" in html
+    assert 'id="diff"' not in html
+    assert "Changes against an earlier catalog version" not in html
+    # A diff asked for explicitly still answers (and names the unknown version).
+    response = client.get(detail_url(recipe.name) + "?against=999999")
+    assert response.status_code == 400
+    assert 'id="diff"' in response.content.decode()
 
 
 # --- the diff against an earlier catalog version ---------------------------------------------

@@ -1,0 +1,136 @@
+"""Page budgets: server time and bytes of the pages a person opens first.
+
+On a scratch PostgreSQL database with the bundled catalog and 10,000 evidence records
+(bench/evidence.py's ``EvidenceMaker``: 300 signers, every third counted, per-check CTRF
+results for each recipe's declared checks, 1 in 97 withdrawn) spread over every recipe, and
+every stored consensus badge computed once: 100 requests of each page through Django's test
+client (in process, so the time is the server's, no network), p50/p95 and SQL queries; then
+the bytes of each page's HTML plus the CSS and JavaScript it loads, before compression.
+
+Run: ``.venv/bin/python bench/pages.py [--records 10000] [--requests 100]``. Needs
+PostgreSQL (``BENCH_DATABASE_URL``, default a scratch ``aicr_bench_pages`` on 127.0.0.1:5432,
+created and dropped here). Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/aicr_bench_pages")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import evidence as bench_evidence  # sets the scratch database up first
+
+REPO = bench_evidence.REPO
+BUDGET = 100 * 1000  # bytes of HTML + CSS + JS per page, before compression
+ASSET = re.compile(r'(?:href|src)="(/static/[^"]+\.(?:css|js))"')
+
+
+def make_records(count: int) -> None:
+    from django.db import connection
+
+    from evidence_app.models import Evidence
+    from evidence_app.services import consensus
+    from recipes_app.models import Catalog, Recipe
+
+    recipes = list(Recipe.objects.filter(catalog=Catalog.objects.current()).order_by("name"))
+    maker = bench_evidence.EvidenceMaker()
+    signers = maker.signers(300, prefix="lab", counted_every=3)
+    rng = random.Random(10)
+    batch: list[Any] = []
+    for i in range(count):
+        recipe = recipes[i % len(recipes)]
+        signer = signers[(i // len(recipes)) % len(signers)]
+        batch.append(maker.evidence(recipe, signer, i // (len(recipes) * len(signers)), rng))
+        if len(batch) == 2000:
+            Evidence.objects.bulk_create(batch)
+            batch = []
+    if batch:
+        Evidence.objects.bulk_create(batch)
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE evidence_app_evidence")
+    consensus.consensus_refresh()
+
+
+def asset_bytes(html: str) -> int:
+    """The CSS and JavaScript files ``html`` loads from this site, as served."""
+    total = 0
+    for url in sorted(set(ASSET.findall(html))):
+        name = url.removeprefix("/static/")
+        path = REPO / "static" / name
+        if not path.exists():  # a hashed name from the manifest storage
+            stem = re.sub(r"\.[0-9a-f]{12}\.", ".", name)
+            path = REPO / "static" / stem
+        total += path.stat().st_size
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--requests", type=int, default=100)
+    args = parser.parse_args()
+
+    import psycopg
+
+    base_url, _, db_name = bench_evidence.BENCH_DB.rpartition("/")
+    with psycopg.connect(f"{base_url}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{db_name}"')
+    try:
+        bench_evidence.setup()
+        from django.test import Client
+
+        from evidence_app.models import Evidence
+
+        start = time.perf_counter()
+        make_records(args.records)
+        print(
+            f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs, "
+            f"PostgreSQL on loopback, DEBUG=0, one thread; {Evidence.objects.count():,} evidence "
+            f"records (made and badges stored in {time.perf_counter() - start:.0f} s)\n"
+        )
+        client = Client()
+        recipe = bench_evidence.GRID_RECIPE
+        pages = {
+            "/": "home (coverage matrix)",
+            "/recipes/": "recipe list",
+            "/recipes/?sort=state": "recipe list by state",
+            "/recipes/?sort=attested": "recipe list by last attested",
+            f"/recipes/{recipe}/": "a recipe page",
+            "/signers/": "signers",
+            "/feeds/evidence.atom": "Atom feed",
+            f"/badges/{recipe}.svg": "badge",
+        }
+        print(f"  {'page':<46} {'server time':>26}  {'HTML':>8} {'+CSS+JS':>9}  budget")
+        for url, label in pages.items():
+            response = client.get(url)
+            assert response.status_code == 200, (url, response.status_code)
+            html = response.content.decode()
+            p50, p95, _ = bench_evidence._measure(
+                f"GET {url}", lambda u=url: client.get(u), args.requests
+            )
+            total = len(response.content) + asset_bytes(html)
+            verdict = "ok" if total < BUDGET else "OVER"
+            print(
+                f"  {label:<46} p50 {p50 * 1000:6.1f} ms p95 {p95 * 1000:6.1f} ms  "
+                f"{len(response.content):>8,} {total:>9,}  {verdict}"
+            )
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        with psycopg.connect(f"{base_url}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""Reads behind ``/signers/``: every signer with what it contributed, and its public key.
+
+Kept apart from ``selectors`` (the evidence and consensus reads) as the index needs only the
+signer rows and two aggregates over their evidence, in one query per page.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, F, Max, Q
+
+from evidence_app.models import Signer, SignerKind, Verdict
+
+PAGE_SIZE = 50
+
+# ``Evidence.objects.counted()`` as seen from a signer: what consensus counts.
+_COUNTED = Q(
+    evidence__verdict=Verdict.VERIFIED,
+    evidence__withdrawn_at__isnull=True,
+    evidence__is_simulated=False,
+    counted=True,
+)
+
+
+def signer_index(*, page_number: Any) -> Page[Signer]:
+    """Signers, counted ones first, then by the newest upload; each annotated with
+    ``counted_records`` (records consensus counts), ``records`` (all) and ``last_seen`` (the
+    newest upload). Queries: the count and the page."""
+    signers = (
+        Signer.objects.select_related("key")
+        .annotate(
+            records=Count("evidence"),
+            counted_records=Count("evidence", filter=_COUNTED),
+            last_seen=Max("evidence__uploaded_at"),
+        )
+        .order_by("-counted", F("last_seen").desc(nulls_last=True), "label", "pk")
+    )
+    return Paginator(signers, PAGE_SIZE).get_page(page_number)
+
+
+def signer_public_key(*, slug: str) -> tuple[Signer, str] | None:
+    """The registered public key (PEM) of a key-signed signer; None for keyless or unknown."""
+    signer = Signer.objects.select_related("key").filter(slug=slug, kind=SignerKind.KEY).first()
+    if signer is None or signer.key is None:
+        return None
+    return signer, signer.key.public_key_pem
