@@ -464,8 +464,11 @@ def _hostile_log(log: _Log, megabytes: float) -> bytes:
         f"line {index:07d} ".encode() + b"\xff\xfe\xc3(" + b"x" * 100 + b"\n"
         for index in range(int(megabytes * 1024 * 1024 / 120))
     )
+    # Last: NUL (valid UTF-8 that PostgreSQL text cannot hold) and, in the extra that wins, a
+    # lone surrogate escape (json.loads keeps it; nothing can encode it as UTF-8).
     tail = (
-        b'\n##AICR-EXTRA## {"nodesValidated":"2","nodesTotal":"2","note":"<b>bold</b>"}\n'
+        b"a NUL \x00 byte in the last lines\n"
+        b'\n##AICR-EXTRA## {"nodesValidated":"2","nodesTotal":"2","note":"<b>bold</b>\\ud800"}\n'
         b"RESULT: nodesValidated: 2/2\n"
     )
     return text + b"\n" + filler + tail

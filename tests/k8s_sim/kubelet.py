@@ -480,7 +480,9 @@ class ControlPlane:
         namespace, _, name = target.removeprefix("cm://").partition("/")
         tag = image.rsplit(":", 1)[-1] if ":" in image.rsplit("/", 1)[-1] else "latest"
         version = tag if tag.startswith("v") else "v0.0.0-" + tag
-        body = snapshot_yaml(self.scenario, agent_version=version)
+        body = self.scenario.snapshot_text
+        if body is None:
+            body = snapshot_yaml(self.scenario, agent_version=version)
         cm = {
             "metadata": {
                 "name": name,

@@ -141,6 +141,9 @@ class Scenario:
     # The snapshot agent: exits 1 with this error (Job Failed, no snapshot), or never finishes.
     agent_failure: str | None = None
     agent_hangs: bool = False
+    # What the agent writes as snapshot.yaml instead of the scenario's snapshot (a hostile
+    # cluster: YAML bombs, NUL, megabytes).
+    snapshot_text: str | None = None
     huge_logs: HugeLogs | None = None
     api_faults: ApiFaults | None = None
     watch_faults: WatchFaults | None = None

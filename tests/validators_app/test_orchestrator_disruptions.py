@@ -6,10 +6,11 @@ status, check status, exit code and message AICR's orchestrator would."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
-from tests.k8s_sim import SimulatedCluster
+from tests.k8s_sim import SCENARIOS, SimulatedCluster
 from tests.validators_app.test_orchestrator_sim import (
     NS,
     RUN_ID,
@@ -114,4 +115,31 @@ def test_a_disrupted_validator_is_other_and_the_run_goes_on(
     assert (test["status"], test["message"]) == ("other", message)
     assert report["results"]["summary"]["other"] == 1
     assert ("stdout" in test) is has_log
+    assert _leftovers(cluster, RUN_ID) == []
+
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n" + "".join(
+    f"{chr(99 + i)}: &{chr(99 + i)} [{', '.join([f'*{chr(98 + i)}'] * 9)}]\n" for i in range(7)
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        pytest.param(BOMB + "measurements: []\n", "anchors are not allowed", id="yaml-bomb"),
+        pytest.param("kind: Snapshot\x00\nmeasurements: []\n", "not valid YAML", id="nul"),
+        pytest.param("kind: Snapshot\nmeasurements: [\n", "not valid YAML", id="broken-yaml"),
+        pytest.param("- just\n- a list\n", "no measurements list", id="not-a-snapshot"),
+    ],
+)
+def test_a_hostile_snapshot_is_refused_before_anything_stores_it(text: str, reason: str) -> None:
+    hooks = Hooks()
+    outcome, cluster = _run(replace(SCENARIOS["healthy-h100-eks"], snapshot_text=text), hooks)
+
+    assert outcome.status == "error"
+    assert outcome.error.startswith("snapshot "), outcome.error
+    assert reason in outcome.error
+    assert "\x00" not in outcome.error
+    assert (outcome.snapshot_yaml, hooks.snapshot, outcome.checks) == (None, None, ())
+    assert _agent_leftovers(cluster) == []
     assert _leftovers(cluster, RUN_ID) == []

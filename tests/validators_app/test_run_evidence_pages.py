@@ -4,6 +4,7 @@ page shows the run's verdict, consensus counts a real cluster's run and never a 
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -112,3 +113,49 @@ def test_a_run_whose_publishing_failed_says_why_everywhere(recipe: Recipe, setti
     api = Client().get(f"/api/v1/runs/{run.pk}/").json()
     assert (api["evidence"], api["publish_error"]) == (None, run.publish_error)
     assert not Evidence.objects.exists()
+
+
+def test_hostile_validator_logs_never_reach_the_bundle_or_break_the_pages(
+    real_catalog: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    """End to end on the huge-logs scenario: 3 MB of log with invalid UTF-8, NUL, forged
+    ##AICR-EXTRA## lines and HTML → a stored run, signed simulated evidence, readable pages."""
+    from aicr_site.celery import app as celery_app
+    from evidence_app.verification.summary_bundle import read_archive
+    from tests.k8s_sim import SCENARIOS, SimulatedCluster
+    from validators_app.services import clusters
+
+    saved = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    try:
+        with SimulatedCluster(SCENARIOS["huge-logs"]) as sim:
+            cluster = clusters.cluster_register(
+                name="sim-hostile", kubeconfig_text=sim.kubeconfig, environment="simulated"
+            )
+            with django_capture_on_commit_callbacks(execute=True):
+                run = runs.run_start(cluster=cluster, recipe_name=RECIPE, phases=["deployment"])
+    finally:
+        celery_app.conf.task_always_eager = saved
+    run.refresh_from_db()
+
+    assert (run.status, run.publish_error) == (RunStatus.PASSED, "")
+    health = run.checks.get(name="operator-health")
+    assert "a NUL \ufffd byte in the last lines" in health.stdout  # stored copy: U+FFFD
+    assert health.extra["note"] == "<b>bold</b>\ufffd"
+    assert b"a NUL \\u0000 byte in the last lines" in bytes(run.ctrf)  # the CTRF: as AICR
+    evidence = run.evidence
+    assert evidence is not None
+    assert (evidence.verdict, evidence.is_simulated) == ("verified", True)
+    files = read_archive(bytes(evidence.content))
+    everything = b"".join(files.values())
+    for hostile in (b"<script", b"onerror", b"bold", b"forged", b"\\u0000", b"line 00"):
+        assert hostile not in everything, hostile
+    test = json.loads(files["summary-bundle/ctrf/deployment.json"])["results"]["tests"][0]
+    assert test["extra"] == {"nodesValidated": "2", "nodesTotal": "2"}
+    for path in (f"/runs/{run.pk}/", _link(run, evidence), f"/api/v1/runs/{run.pk}/"):
+        page = Client().get(path)
+        assert page.status_code == 200, path
+        assert len(page.content) < 2_000_000, path
+        body = page.content.decode()
+        assert "<script>alert" not in body, path
+        assert "<h1>forged" not in body, path

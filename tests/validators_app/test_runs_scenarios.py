@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -168,3 +169,14 @@ def test_a_snapshot_agent_past_its_timeout_ends_the_run_as_error(
     assert sim.objects("Job", "aicr-validation") == []
     page = Client().get(f"/runs/{run.pk}/").content.decode()
     assert "did not complete within 1s" in page
+
+
+def test_a_snapshot_holding_nul_ends_the_run_as_error_saying_so(
+    eager: None, real_catalog: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    """PostgreSQL text cannot hold NUL: the snapshot is refused before it is stored."""
+    hostile = replace(SCENARIOS["healthy-h100-eks"], snapshot_text="kind: Snapshot\x00\n")
+    run, _ = run_on(hostile, django_capture_on_commit_callbacks, DEPLOYMENT)
+    assert run.status == RunStatus.ERROR
+    assert run.error.startswith("snapshot is not valid YAML: unacceptable character #x0000")
+    assert run.snapshot_yaml == ""

@@ -403,14 +403,20 @@ def _check_row(run_pk: int, phase: str, name: str) -> Any:
     return CheckRun.objects.filter(run_id=run_pk, phase=phase, name=name)
 
 
+def _storable(text: str) -> str:
+    """A container may write NUL (valid UTF-8, kept in the CTRF as ``\\u0000``); PostgreSQL
+    text and jsonb cannot hold it, so the stored copy shows U+FFFD there instead."""
+    return text.replace("\x00", "\ufffd")
+
+
 def _store_outcome(run_pk: int, outcome: orchestrator.CheckOutcome) -> None:
     fields = {
         "status": outcome.status if outcome.status in CheckStatus.values else CheckStatus.OTHER,
         "exit_code": outcome.exit_code,
-        "message": outcome.message,
+        "message": _storable(outcome.message),
         "duration_ms": max(0, int(outcome.duration_ms)),
-        "stdout": list(outcome.stdout),
-        "extra": dict(outcome.extra),
+        "stdout": [_storable(line) for line in outcome.stdout],
+        "extra": {_storable(k): _storable(v) for k, v in outcome.extra.items()},
         "job_name": outcome.job_name[:63],
         "finished_at": timezone.now(),
     }
