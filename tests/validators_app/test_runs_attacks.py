@@ -486,3 +486,43 @@ def test_the_start_form_refuses_bad_input_without_a_500(
     response = session_client(Role.MAINTAINER).post("/runs/start/", form)
     assert response.status_code in (200, 302, 400), response.status_code
     assert not ValidationRun.objects.exists()
+
+
+# --- text from a hostile cluster is stored, never a database error --------------------------
+
+
+def test_nul_from_the_cluster_in_an_error_or_a_check_is_stored_as_u_fffd(
+    cluster: Cluster, real_catalog: Any, django_capture_on_commit_callbacks: Any, monkeypatch: Any
+) -> None:
+    """PostgreSQL text and jsonb cannot hold NUL; an agent log, an API server's message or a
+    validator's termination message may. The run still ends, saying why."""
+    monkeypatch.setattr(runs, "run_publish", lambda run: run)
+    with django_capture_on_commit_callbacks(execute=False):
+        run = runs.run_start(cluster=cluster, recipe_name=RECIPE, phases=["deployment"])
+    claim = runs.run_claim(run_id=run.pk)
+    name = run.checks.first().name
+    check = orchestrator.CheckOutcome(
+        phase="deployment",
+        name=name,
+        status="failed",
+        exit_code=1,
+        message="bad\x00message",
+        duration_ms=1000,
+        stdout=("nul\x00line",),
+        extra={"k\x00": "v\x00"},
+        job_name="aicr-x-00000000",
+    )
+    runs.DbRunHooks(claim).check_finished(check)
+    runs.run_finish(
+        claim=claim,
+        outcome=orchestrator.RunOutcome(
+            status="error", error="agent log:\x00 forged", snapshot_yaml=None, checks=(check,)
+        ),
+    )
+    run.refresh_from_db()
+    assert (run.status, run.error) == (RunStatus.ERROR, "agent log:\ufffd forged")
+    stored = run.checks.get(name=name)
+    assert (stored.message, stored.stdout) == ("bad\ufffdmessage", ["nul\ufffdline"])
+    assert stored.extra == {"k\ufffd": "v\ufffd"}
+    assert Client().get(f"/runs/{run.pk}/").status_code == 200
+    assert "agent log:\ufffd forged" in Client().get(f"/api/v1/runs/{run.pk}/").json()["error"]

@@ -483,7 +483,9 @@ def run_finish(*, claim: Claim, outcome: orchestrator.RunOutcome) -> ValidationR
         for check in outcome.checks:
             _store_outcome(run.pk, check)
         run.status = status
-        run.error = (outcome.error or "")[:MAX_ERROR_CHARS] if status == RunStatus.ERROR else ""
+        # The reason may quote the cluster (an agent's log, an API server's message).
+        error = _storable(outcome.error or "")[:MAX_ERROR_CHARS]
+        run.error = error if status == RunStatus.ERROR else ""
         if outcome.snapshot_yaml:
             run.snapshot_yaml = outcome.snapshot_yaml
         # AICR writes no CTRF for a run that errored (readiness, pre-flight, …) or was stopped.
@@ -522,9 +524,9 @@ def run_publish(*, run: ValidationRun) -> ValidationRun:
         evidence = publish_run(run)
     except Exception as exc:
         logger.exception("validation run %s: publishing as evidence failed", run.pk)
-        run.publish_error = f"publishing as evidence failed: {type(exc).__name__}: {exc}"[
-            :MAX_ERROR_CHARS
-        ]
+        run.publish_error = _storable(
+            f"publishing as evidence failed: {type(exc).__name__}: {exc}"
+        )[:MAX_ERROR_CHARS]
         run.save(update_fields=["publish_error"])
         return run
     run.evidence, run.publish_error = evidence, ""
