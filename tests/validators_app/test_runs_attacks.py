@@ -526,3 +526,76 @@ def test_nul_from_the_cluster_in_an_error_or_a_check_is_stored_as_u_fffd(
     assert stored.extra == {"k\ufffd": "v\ufffd"}
     assert Client().get(f"/runs/{run.pk}/").status_code == 200
     assert "agent log:\ufffd forged" in Client().get(f"/api/v1/runs/{run.pk}/").json()["error"]
+
+
+# --- the live partial and the cluster partial, per role ---------------------------------------
+
+HOSTILE_LINE = '<script>alert(1)</script><img src=x onerror=alert(2)>"\u202e\ufffd'
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda r: r or "anonymous")
+def test_the_live_partial_of_a_running_run_is_public_escaped_and_bounded(
+    cluster: Cluster,
+    real_catalog: Any,
+    django_capture_on_commit_callbacks: Any,
+    role: str | None,
+) -> None:
+    with django_capture_on_commit_callbacks(execute=False):
+        run = runs.run_start(cluster=cluster, recipe_name=RECIPE, phases=["deployment"])
+    claim = runs.run_claim(run_id=run.pk)
+    hooks = runs.DbRunHooks(claim)
+    first, second = run.checks.values_list("name", flat=True)[:2]
+    hooks.check_started("deployment", first, "aicr-a-00000000")
+    hooks.check_finished(
+        orchestrator.CheckOutcome(
+            phase="deployment",
+            name=first,
+            status="other",
+            exit_code=137,
+            message=HOSTILE_LINE * 100,
+            duration_ms=1000,
+            stdout=tuple(f"{i} {HOSTILE_LINE * 5}" for i in range(1000)),
+            extra={"note": HOSTILE_LINE},
+            job_name="aicr-a-00000000",
+        )
+    )
+    hooks.check_started("deployment", second, "aicr-b-00000000")
+
+    client = session_client(role)
+    partial = client.get(f"/runs/{run.pk}/", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="run-live")
+    assert partial.status_code == 200
+    assert "HX-Refresh" not in partial
+    html = partial.content.decode()
+    assert "<script>alert" not in html
+    assert "<img src=x" not in html
+    assert html.count("onerror=alert(2)") <= 40 * 5 + 100  # the last 40 lines + the message
+    assert len(partial.content) < 400_000
+    assert second in html  # the check running now
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert ("Cancel run" in page) is (role == Role.MAINTAINER)
+
+
+@pytest.mark.parametrize(
+    "role", [None, Role.CONTRIBUTOR, Role.AUDITOR], ids=lambda r: r or "anonymous"
+)
+def test_only_maintainers_test_a_connection(cluster: Cluster, role: str | None) -> None:
+    htmx = session_client(role).post(f"/clusters/{cluster.pk}/test/", HTTP_HX_REQUEST="true")
+    assert htmx.status_code == 403
+    assert cluster.server.encode() not in htmx.content
+    api = token_client(role).post(f"/api/v1/clusters/{cluster.pk}/test/")
+    assert api.status_code in (401, 403)
+    cluster.refresh_from_db()
+    assert cluster.last_tested_at is None
+
+
+def test_the_start_form_on_a_busy_cluster_names_the_active_run(
+    cluster: Cluster, real_catalog: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks(execute=False):
+        active = runs.run_start(cluster=cluster, recipe_name=RECIPE, phases=["deployment"])
+        response = session_client(Role.MAINTAINER).post(
+            "/runs/start/", {"cluster": cluster.pk, "recipe": RECIPE, "phases": ["conformance"]}
+        )
+    assert response.status_code == 409
+    assert f'href="/runs/{active.pk}/"' in response.content.decode()
+    assert ValidationRun.objects.count() == 1
