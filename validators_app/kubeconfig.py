@@ -271,9 +271,29 @@ def _check_yaml_shape(decoded: str) -> None:
     """Refuse anchors/aliases, deep nesting, multiple documents and huge event counts before
     anything is built (a streaming pass: nothing is expanded)."""
     depth = documents = 0
+    # One frame per open mapping: [expecting a key, keys seen]; None for a sequence. A key
+    # given twice is refused as kubectl (Go YAML) refuses it, rather than keeping the last.
+    frames: list[list[Any] | None] = []
     for count, event in enumerate(yaml.parse(decoded, Loader=yaml.CSafeLoader), start=1):
         if count > _MAX_YAML_EVENTS:
             raise KubeconfigError(f"kubeconfig: more than {_MAX_YAML_EVENTS} YAML nodes")
+        if isinstance(event, yaml.NodeEvent) and frames and frames[-1] is not None:
+            frame = frames[-1]
+            if frame[0] and isinstance(event, yaml.ScalarEvent):
+                if event.value in frame[1]:
+                    line = event.start_mark.line + 1 if event.start_mark else 0
+                    raise KubeconfigError(
+                        f"kubeconfig: key {_quote(event.value)} appears twice in one mapping "
+                        f"(line {line})"
+                    )
+                frame[1].add(event.value)
+            frame[0] = not frame[0]
+        if isinstance(event, yaml.MappingStartEvent):
+            frames.append([True, set()])
+        elif isinstance(event, yaml.SequenceStartEvent):
+            frames.append(None)
+        elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+            frames.pop()
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
             raise KubeconfigError(
                 "kubeconfig: YAML anchors and aliases are not accepted (a kubeconfig never "

@@ -8,7 +8,6 @@ Reading is public; starting and cancelling need the maintainer role
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from django.contrib.auth.views import redirect_to_login
@@ -123,8 +122,11 @@ def run_cancel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if not is_maintainer(request.user):
         return _refuse(request, "Only a maintainer can cancel a validation run.")
     run = _run_or_404(pk)
-    with contextlib.suppress(runs.RunCancelError):  # it finished meanwhile: the page says so
+    try:
         runs.run_cancel(run=run, by=request.user)
+    except runs.RunCancelError as exc:  # it had finished: say so rather than pretend
+        context = {"run": run, "error": exc.message}
+        return render(request, "validators_app/runs/cancel_refused.html", context, status=409)
     return HttpResponseRedirect(reverse("runs:detail", args=[run.pk]))
 
 

@@ -62,6 +62,7 @@ class ContainerRun:
     message: str = ""  # termination message (written only on fail/skip)
     reason: str = ""  # Completed | Error | OOMKilled (set by the kubelet when empty)
     hang: bool = False  # never terminates on its own (the Job deadline ends it)
+    disruption: str = ""  # "" | "evicted" | "node-lost": how the pod ends at sim_seconds
 
 
 def _slog_value(value: str) -> str:
@@ -463,8 +464,11 @@ def _hostile_log(log: _Log, megabytes: float) -> bytes:
         f"line {index:07d} ".encode() + b"\xff\xfe\xc3(" + b"x" * 100 + b"\n"
         for index in range(int(megabytes * 1024 * 1024 / 120))
     )
+    # Last: NUL (valid UTF-8 that PostgreSQL text cannot hold) and, in the extra that wins, a
+    # lone surrogate escape (json.loads keeps it; nothing can encode it as UTF-8).
     tail = (
-        b'\n##AICR-EXTRA## {"nodesValidated":"2","nodesTotal":"2","note":"<b>bold</b>"}\n'
+        b"a NUL \x00 byte in the last lines\n"
+        b'\n##AICR-EXTRA## {"nodesValidated":"2","nodesTotal":"2","note":"<b>bold</b>\\ud800"}\n'
         b"RESULT: nodesValidated: 2/2\n"
     )
     return text + b"\n" + filler + tail
@@ -512,6 +516,17 @@ def run_validator(
         # The kernel kills the container mid-check: half its output, no verdict, no message.
         log.lines = log.lines[: max(1, len(log.lines) // 2)]
         return ContainerRun(137, seconds / 2, log.bytes(), "", "OOMKilled")
+    if check in scenario.evicted_checks or check in scenario.node_lost_checks:
+        # Killed from outside half-way: no verdict line; the kubelet writes the pod's fate.
+        evicted = check in scenario.evicted_checks
+        return ContainerRun(
+            137,
+            seconds / 2,
+            log.bytes(),
+            "The container could not be located when the pod was terminated" if evicted else "",
+            "ContainerStatusUnknown",
+            disruption="evicted" if evicted else "node-lost",
+        )
     if check in scenario.hang_checks:
         # Still working when the deadline (or a wait budget) ends it: no verdict line yet.
         log.slog("INFO", "waiting for the check to converge", name=check)
@@ -534,6 +549,12 @@ def run_agent(scenario: Scenario, *, started: datetime, snapshot_target: str) ->
     log = _Log(started)
     log.slog("INFO", "starting snapshot", prefix="agent", output=snapshot_target)
     for collector in ("k8s", "systemd", "os", "gpu", "topology", "network"):
+        if scenario.agent_hangs and collector == "gpu":
+            log.slog("INFO", "waiting for collector", collector=collector)
+            return ContainerRun(0, 8.0, log.bytes(), hang=True)
         log.slog("INFO", "collector finished", collector=collector)
+    if scenario.agent_failure:
+        log.slog("ERROR", "snapshot failed", prefix="agent", error=scenario.agent_failure)
+        return ContainerRun(1, 8.0, log.bytes(), scenario.agent_failure)
     log.slog("INFO", "snapshot written", output=snapshot_target)
     return ContainerRun(0, 8.0, log.bytes())

@@ -444,14 +444,45 @@ class ControlPlane:
         phase = "Succeeded" if run.exit_code == 0 else "Failed"
         self._set_container_state(namespace, pod_name, {"terminated": terminated}, phase=phase)
         job_name = pod["metadata"]["labels"].get("batch.kubernetes.io/job-name", "")
+        if run.disruption:
+            self._disrupt(namespace, pod_name, run.disruption)
         if job_name:
             self._pod_finished(namespace, job_name, succeeded=run.exit_code == 0, when=finished)
+
+    def _disrupt(self, namespace: str, pod_name: str, disruption: str) -> None:
+        """Eviction: the kubelet marks the pod Failed/Evicted (it stays listed). Node loss:
+        the pod garbage collector marks it Failed and force-deletes it (no pod remains)."""
+        evicted = disruption == "evicted"
+        message = (
+            "The node was low on resource: memory. Threshold quantity: 100Mi, available: 52Mi."
+            if evicted
+            else "PodGC: node no longer exists"
+        )
+
+        def change(obj: dict[str, Any]) -> None:
+            status = obj.setdefault("status", {})
+            if evicted:
+                status["reason"] = "Evicted"
+                status["message"] = message
+            status.setdefault("conditions", []).append(
+                _condition(
+                    "DisruptionTarget",
+                    "TerminationByKubelet" if evicted else "DeletionByPodGC",
+                    message,
+                )
+            )
+
+        self.store.mutate(PODS, namespace, pod_name, change)
+        if not evicted:
+            self.store.remove(PODS, namespace, pod_name)
 
     def _write_snapshot(self, target: str, image: str) -> None:
         namespace, _, name = target.removeprefix("cm://").partition("/")
         tag = image.rsplit(":", 1)[-1] if ":" in image.rsplit("/", 1)[-1] else "latest"
         version = tag if tag.startswith("v") else "v0.0.0-" + tag
-        body = snapshot_yaml(self.scenario, agent_version=version)
+        body = self.scenario.snapshot_text
+        if body is None:
+            body = snapshot_yaml(self.scenario, agent_version=version)
         cm = {
             "metadata": {
                 "name": name,

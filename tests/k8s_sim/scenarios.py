@@ -132,6 +132,18 @@ class Scenario:
     oom_checks: tuple[str, ...] = ()  # terminated: OOMKilled, exit 137
     unpullable_images: tuple[str, ...] = ()  # substrings of images that never pull
     keep_pod_on_deadline: bool = False  # True: pod still listed (no deletionTimestamp)
+    # Disruptions half-way through a check: the kubelet evicts the pod under node pressure
+    # (pod Failed/Evicted, container 137 ContainerStatusUnknown), or the node is lost and
+    # the pod garbage collector force-deletes it (no pod remains); either way the Job
+    # (backoffLimit 0) ends Failed/BackoffLimitExceeded.
+    evicted_checks: tuple[str, ...] = ()
+    node_lost_checks: tuple[str, ...] = ()
+    # The snapshot agent: exits 1 with this error (Job Failed, no snapshot), or never finishes.
+    agent_failure: str | None = None
+    agent_hangs: bool = False
+    # What the agent writes as snapshot.yaml instead of the scenario's snapshot (a hostile
+    # cluster: YAML bombs, NUL, megabytes).
+    snapshot_text: str | None = None
     huge_logs: HugeLogs | None = None
     api_faults: ApiFaults | None = None
     watch_faults: WatchFaults | None = None
@@ -237,6 +249,34 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 name="oom-killed",
                 description="expected-resources is OOMKilled (exit 137)",
                 oom_checks=("expected-resources",),
+            ),
+            replace(
+                HEALTHY,
+                name="pod-evicted",
+                description="The kubelet evicts expected-resources' pod under memory pressure "
+                "(pod Failed/Evicted, exit 137)",
+                evicted_checks=("expected-resources",),
+            ),
+            replace(
+                HEALTHY,
+                name="node-lost",
+                description="The node running expected-resources is lost: its pod is "
+                "force-deleted and the Job fails",
+                node_lost_checks=("expected-resources",),
+            ),
+            replace(
+                HEALTHY,
+                name="agent-fails",
+                description="The snapshot agent exits 1 (cannot write its ConfigMap): no snapshot",
+                agent_failure='failed to write snapshot: configmaps "aicr-snapshot" is '
+                "forbidden: exceeded quota: aicr-quota, requested: count/configmaps=1",
+            ),
+            replace(
+                HEALTHY,
+                name="agent-hangs",
+                description="The snapshot agent never finishes (a collector blocks): the "
+                "snapshot wait runs out of its --timeout budget",
+                agent_hangs=True,
             ),
             replace(
                 HEALTHY,

@@ -175,6 +175,21 @@ def test_it_refuses_two_entries_with_one_name() -> None:
     assert 'two entries named "test-user"' in refused(kubeconfig(extra={"users": users}))
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (None, 'key "apiVersion" appears twice in one mapping'),  # pasted twice
+        ("a: 1\nb: {token: x, token: y}\n", 'key "token" appears twice in one mapping (line 2)'),
+        ("l:\n- {k: 1}\n- {k: 1, k: 2}\n", 'key "k" appears twice in one mapping (line 3)'),
+    ],
+    ids=["whole-file-twice", "nested", "in-a-list-item"],
+)
+def test_it_refuses_a_key_given_twice_as_kubectl_does(text: str | None, expected: str) -> None:
+    """PyYAML would keep the last value silently, so the cluster registered here would not be
+    the one kubectl (Go YAML, which refuses duplicates) sees."""
+    assert expected in refused(text if text is not None else kubeconfig() + kubeconfig())
+
+
 # --- things that would run programs or read files ------------------------------------------
 
 

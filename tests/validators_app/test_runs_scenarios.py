@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -40,6 +41,9 @@ EXPECTED: dict[str, tuple[list[str] | None, str, str, tuple[str, ...]]] = {
     "job-deadline-exceeded": (DEPLOYMENT, "failed", "", ("expected-resources",)),
     "image-never-pulled": (DEPLOYMENT, "failed", "", ("operator-health",)),
     "oom-killed": (DEPLOYMENT, "failed", "", ("expected-resources",)),
+    "pod-evicted": (DEPLOYMENT, "failed", "", ("expected-resources",)),
+    "node-lost": (DEPLOYMENT, "failed", "", ("expected-resources",)),
+    "agent-fails": (None, "error", "snapshot agent Job aicr-validate failed (", ()),
     "unreachable": (DEPLOYMENT, "error", "", ()),
     "huge-logs": (DEPLOYMENT, "passed", "", ()),
     "watch-drops": (DEPLOYMENT, "passed", "", ()),
@@ -122,3 +126,57 @@ def test_the_page_and_the_api_of_a_hostile_log_run(
     assert ctrf.status_code == 200
     assert b"<script" not in ctrf.content  # Go escapes < > & as \\u003c \\u003e \\u0026
     json.loads(ctrf.content)
+
+
+@pytest.mark.parametrize(
+    ("name", "exit_code", "message"),
+    [
+        ("pod-evicted", 137, "The container could not be located when the pod was terminated"),
+        ("node-lost", -1, "failed (BackoffLimitExceeded): Job has reached the specified backoff"),
+    ],
+)
+def test_a_disrupted_check_is_stored_as_other_and_the_page_says_why(
+    name: str,
+    exit_code: int,
+    message: str,
+    eager: None,
+    real_catalog: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    run, _ = run_on(SCENARIOS[name], django_capture_on_commit_callbacks, DEPLOYMENT)
+    check = run.checks.get(name="expected-resources")
+    assert (check.status, check.exit_code) == (CheckStatus.OTHER, exit_code)
+    assert message in check.message
+    assert run.checks.get(name="check-nvidia-smi").status == CheckStatus.PASSED
+    api = Client().get(f"/api/v1/runs/{run.pk}/").json()
+    assert api["status"] == "failed"
+    assert next(c for c in api["checks"] if c["name"] == "expected-resources")["status"] == "other"
+    assert message in Client().get(f"/runs/{run.pk}/").content.decode()
+
+
+def test_a_snapshot_agent_past_its_timeout_ends_the_run_as_error(
+    eager: None,
+    real_catalog: Any,
+    django_capture_on_commit_callbacks: Any,
+    settings: Any,
+) -> None:
+    settings.VALIDATION_SNAPSHOT_TIMEOUT_SECONDS = 1
+    run, sim = run_on(SCENARIOS["agent-hangs"], django_capture_on_commit_callbacks)
+    assert run.status == RunStatus.ERROR
+    assert run.error == "snapshot agent Job aicr-validate did not complete within 1s"
+    assert (run.ctrf, run.snapshot_yaml) == (None, "")
+    assert not run.checks.exclude(status=CheckStatus.PENDING).exists()
+    assert sim.objects("Job", "aicr-validation") == []
+    page = Client().get(f"/runs/{run.pk}/").content.decode()
+    assert "did not complete within 1s" in page
+
+
+def test_a_snapshot_holding_nul_ends_the_run_as_error_saying_so(
+    eager: None, real_catalog: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    """PostgreSQL text cannot hold NUL: the snapshot is refused before it is stored."""
+    hostile = replace(SCENARIOS["healthy-h100-eks"], snapshot_text="kind: Snapshot\x00\n")
+    run, _ = run_on(hostile, django_capture_on_commit_callbacks, DEPLOYMENT)
+    assert run.status == RunStatus.ERROR
+    assert run.error.startswith("snapshot is not valid YAML: unacceptable character #x0000")
+    assert run.snapshot_yaml == ""

@@ -114,7 +114,9 @@ def test_a_maintainer_cancels_from_the_page(queued: ValidationRun) -> None:
     assert response["Location"] == f"/runs/{queued.pk}/"
     queued.refresh_from_db()
     assert queued.status == RunStatus.CANCELLED
-    assert maintainer.post(f"/runs/{queued.pk}/cancel/").status_code == 302  # finished: no 500
+    again = maintainer.post(f"/runs/{queued.pk}/cancel/")  # finished: says so, no 500
+    assert again.status_code == 409
+    assert "already finished (cancelled)" in again.content.decode()
     assert Client().post("/runs/999999/cancel/").status_code == 302
     assert maintainer.post("/runs/999999/cancel/").status_code == 404
 

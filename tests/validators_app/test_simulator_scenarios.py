@@ -318,8 +318,9 @@ def test_huge_logs_are_megabytes_of_hostile_bytes(validation_yaml: str) -> None:
     assert json.loads(forged[-1].removeprefix(b"##AICR-EXTRA## ")) == {
         "nodesValidated": "2",
         "nodesTotal": "2",
-        "note": "<b>bold</b>",
+        "note": "<b>bold</b>\ud800",  # a lone surrogate escape: json.loads keeps it
     }
+    assert b"a NUL \x00 byte in the last lines" in lines
     assert max(len(line) for line in lines) > 512
 
 

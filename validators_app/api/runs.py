@@ -146,7 +146,10 @@ class RunSerializer(serializers.ModelSerializer):
 
 
 class RunFilter(django_filters.FilterSet):
-    cluster = django_filters.NumberFilter(field_name="cluster_id", help_text="Cluster id.")
+    # Bounded: an id past the database's 64-bit integer is a 400, not a driver OverflowError.
+    cluster = django_filters.NumberFilter(
+        field_name="cluster_id", min_value=1, max_value=2**63 - 1, help_text="Cluster id."
+    )
     recipe = django_filters.CharFilter(
         field_name="recipe__name", max_length=200, help_text="Recipe name (exact)."
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from collections.abc import Mapping
 
 __all__ = ["cap_message", "go_string", "process_logs"]
@@ -33,6 +34,11 @@ def go_string(data: bytes) -> str:
     return data.decode("utf-8", errors="aicr-go-replace")
 
 
+# A \uXXXX escape can name half a surrogate pair; json.loads keeps it, Go's Unmarshal (and
+# anything that must encode the text as UTF-8, e.g. the database) cannot: it becomes U+FFFD.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _extra(payload: bytes) -> dict[str, str] | None:
     try:
         value = json.loads(go_string(payload))
@@ -40,7 +46,9 @@ def _extra(payload: bytes) -> dict[str, str] | None:
         return None
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         return None
-    return value
+    return {
+        _LONE_SURROGATE.sub("\ufffd", k): _LONE_SURROGATE.sub("\ufffd", v) for k, v in value.items()
+    }
 
 
 def process_logs(log: bytes) -> tuple[tuple[str, ...], Mapping[str, str]]:

@@ -155,9 +155,13 @@ class _Run:
                 raise RunError(f"invalid run ID {spec.run_id!r}: want YYYYMMDD-HHMMSS-<16 hex>")
             phases = self._phases()
             if snapshot_yaml is None:
-                snapshot_yaml = self._take_snapshot()
+                taken = self._take_snapshot()
+                # A cluster wrote it: refused (bomb, NUL, size) before any hook stores it.
+                snapshot = parse_snapshot(taken)
+                snapshot_yaml = taken
                 self._hook("snapshot_taken", snapshot_yaml)
-            snapshot = parse_snapshot(snapshot_yaml)
+            else:
+                snapshot = parse_snapshot(snapshot_yaml)
             failure = check_readiness(spec.recipe, snapshot)
             if failure is not None:
                 return RunOutcome("error", failure.message, snapshot_yaml)

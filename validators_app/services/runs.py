@@ -403,14 +403,20 @@ def _check_row(run_pk: int, phase: str, name: str) -> Any:
     return CheckRun.objects.filter(run_id=run_pk, phase=phase, name=name)
 
 
+def _storable(text: str) -> str:
+    """A container may write NUL (valid UTF-8, kept in the CTRF as ``\\u0000``); PostgreSQL
+    text and jsonb cannot hold it, so the stored copy shows U+FFFD there instead."""
+    return text.replace("\x00", "\ufffd")
+
+
 def _store_outcome(run_pk: int, outcome: orchestrator.CheckOutcome) -> None:
     fields = {
         "status": outcome.status if outcome.status in CheckStatus.values else CheckStatus.OTHER,
         "exit_code": outcome.exit_code,
-        "message": outcome.message,
+        "message": _storable(outcome.message),
         "duration_ms": max(0, int(outcome.duration_ms)),
-        "stdout": list(outcome.stdout),
-        "extra": dict(outcome.extra),
+        "stdout": [_storable(line) for line in outcome.stdout],
+        "extra": {_storable(k): _storable(v) for k, v in outcome.extra.items()},
         "job_name": outcome.job_name[:63],
         "finished_at": timezone.now(),
     }
@@ -477,7 +483,9 @@ def run_finish(*, claim: Claim, outcome: orchestrator.RunOutcome) -> ValidationR
         for check in outcome.checks:
             _store_outcome(run.pk, check)
         run.status = status
-        run.error = (outcome.error or "")[:MAX_ERROR_CHARS] if status == RunStatus.ERROR else ""
+        # The reason may quote the cluster (an agent's log, an API server's message).
+        error = _storable(outcome.error or "")[:MAX_ERROR_CHARS]
+        run.error = error if status == RunStatus.ERROR else ""
         if outcome.snapshot_yaml:
             run.snapshot_yaml = outcome.snapshot_yaml
         # AICR writes no CTRF for a run that errored (readiness, pre-flight, …) or was stopped.
@@ -516,9 +524,9 @@ def run_publish(*, run: ValidationRun) -> ValidationRun:
         evidence = publish_run(run)
     except Exception as exc:
         logger.exception("validation run %s: publishing as evidence failed", run.pk)
-        run.publish_error = f"publishing as evidence failed: {type(exc).__name__}: {exc}"[
-            :MAX_ERROR_CHARS
-        ]
+        run.publish_error = _storable(
+            f"publishing as evidence failed: {type(exc).__name__}: {exc}"
+        )[:MAX_ERROR_CHARS]
         run.save(update_fields=["publish_error"])
         return run
     run.evidence, run.publish_error = evidence, ""
