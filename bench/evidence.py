@@ -214,6 +214,9 @@ class Timer:
         self.cpu: dict[str, list[float]] = {name: [] for name in names}
         self.sql: list[float] = []  # of each ingest: seconds inside cursor.execute (no COMMIT)
         self.queries: list[int] = []  # of each ingest: SQL statements
+        # Of each ingest: CPU seconds of its consensus refresh (0 for a run that cannot move a
+        # badge: reported, simulated), to say what the ingest costs with and without it.
+        self.refresh_cpu: list[float] = []
         self._sql = 0.0
         self._queries = 0
 
@@ -226,10 +229,29 @@ class Timer:
             self._queries += not sql.lstrip().upper().startswith(("SAVEPOINT", "RELEASE"))
 
     def run(self, name: str, fn: Callable[[], object]) -> object:
+        from unittest import mock
+
         from django.db import connection
 
+        from evidence_app import selectors
+        from evidence_app.services import ingest
+
+        refresh = ingest.refresh_consensus
+        refresh_cpu = [0.0]
+
+        def timed_refresh(evidence: Any) -> None:
+            if not selectors.is_counted(evidence):  # nothing to refresh: not a cost to show
+                refresh(evidence)
+                return
+            cpu = time.thread_time()
+            refresh(evidence)
+            refresh_cpu[0] += time.thread_time() - cpu
+
         self._sql, self._queries = 0.0, 0
-        with connection.execute_wrapper(self._wrapper):
+        with (
+            connection.execute_wrapper(self._wrapper),
+            mock.patch.object(ingest, "refresh_consensus", timed_refresh),
+        ):
             start, cpu = time.perf_counter(), time.thread_time()
             result = fn()
             self.times[name].append(time.perf_counter() - start)
@@ -237,6 +259,7 @@ class Timer:
         if name == "ingest":
             self.sql.append(self._sql)
             self.queries.append(self._queries)
+            self.refresh_cpu.append(refresh_cpu[0])
         return result
 
     def rate(self, name: str) -> float:
@@ -400,6 +423,20 @@ def bench_ingest(n: int, *, profile: bool) -> None:
         parts = "  ".join(f"{k} {ms(statistics.median(v))}" for k, v in t.cpu.items())
         ratio = statistics.median(t.cpu["ingest"]) / statistics.median(t.cpu["bare"])
         print(f"    {label:<36} {parts}  ingest/bare {ratio:5.2f}x")
+    print(
+        "  the consensus refresh inside those ingests (CPU, ms; counted runs only refresh), and "
+        "the ingest without it:"
+    )
+    for label, t in rows:
+        paid = [r for r in t.refresh_cpu if r > 0]
+        without = [c - r for c, r in zip(t.cpu["ingest"], t.refresh_cpu, strict=True)]
+        bare = statistics.median(t.cpu["bare"])
+        refresh = f"{ms(statistics.median(paid))}" if paid else "   -"
+        print(
+            f"    {label:<36} refreshed {len(paid):3d}/{len(t.refresh_cpu)}  refresh {refresh}  "
+            f"ingest without it {ms(statistics.median(without))}  "
+            f"ingest without it/bare {statistics.median(without) / bare:5.2f}x"
+        )
     counts = ", ".join(
         f"{label.split(',')[0].split(' (')[0]} {min(t.queries)}-{max(t.queries)}"
         for label, t in rows[::2]
@@ -414,7 +451,7 @@ def bench_ingest(n: int, *, profile: bool) -> None:
 
     if profile:
         production.update(enabled=False)
-        profiler = cProfile.Profile()
+        profiler = cProfile.Profile(time.thread_time)  # CPU: what ingest itself costs
         profiler.enable()
         for data in profiled:
             _ingest(data)

@@ -339,6 +339,14 @@ class Evidence(models.Model):
             models.Index(fields=["signer", "-attested_at"]),
             models.Index(fields=["recipe_name", "aicr_version_key"]),
             models.Index(fields=["verdict", "-attested_at"]),
+            # The newest live run of each (recipe, signer) and the AICR versions of a recipe's
+            # live runs, from the index alone (selectors.recipe_badges_computed and the
+            # staleness facts behind each stored badge, refreshed at every counted ingest).
+            models.Index(
+                fields=["recipe_name", "signer", "-attested_at", "-id", "aicr_version"],
+                condition=Q(verdict="verified", withdrawn_at__isnull=True, is_simulated=False),
+                name="evidence_live_latest_idx",
+            ),
             # The consensus cache key's newest withdrawals (selectors.evidence_generation).
             models.Index(
                 fields=["-withdrawn_at", "-id"],

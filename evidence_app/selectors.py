@@ -977,6 +977,7 @@ class ComputedBadges:
     badges: dict[tuple[int, str], RecipeBadge]  # (Recipe pk, name) → badge, if counted runs
     names: frozenset[str]  # the recipe names this covers (counted evidence or not)
     expires: dict[str, datetime | None]  # name → when its first fresh counted run goes stale
+    unbadged_pks: frozenset[int] = frozenset()  # recipe rows of those names without a badge
 
 
 # What the badges read of each selected run.
@@ -1021,8 +1022,12 @@ def recipe_badges_computed(
         return ComputedBadges(badges={}, names=covered, expires={})
     counted = Evidence.objects.counted()
     counted = counted.filter(recipe_name__in=sorted(covered)) if names is not None else counted
+    # The newest run's id per (recipe, signer) first, from the index columns alone (the
+    # partial ``evidence_live_latest_idx`` on PostgreSQL: no row of the recipe's older runs is
+    # read), then only those rows with what the badge needs.
+    newest = _latest_per(counted, "recipe_name", "signer_id").values("pk")
     latest = list(
-        _latest_per(counted, "recipe_name", "signer_id")
+        Evidence.objects.filter(pk__in=newest)
         .select_related("signer")
         .only(*BADGE_FIELDS)
         .order_by("-attested_at", "-pk")
@@ -1054,7 +1059,8 @@ def recipe_badges_computed(
     expires = {
         name: min((m for m in moments if m >= now), default=None) for name, moments in ages.items()
     }
-    return ComputedBadges(badges=badges, names=covered, expires=expires)
+    unbadged = frozenset(pk for pk, name, _ in rows if name not in runs)
+    return ComputedBadges(badges=badges, names=covered, expires=expires, unbadged_pks=unbadged)
 
 
 def recipe_consensus_badges(*, catalog: Catalog | None) -> dict[str, RecipeBadge]:

@@ -61,10 +61,10 @@ def _lock(names: Collection[str] | None) -> None:
 def _store(names: Collection[str] | None, now: datetime) -> int:
     """Recompute and replace the rows of ``names`` (None: all); the caller holds the locks."""
     computed = selectors.recipe_badges_computed(names=names, now=now)
-    rows = RecipeConsensusState.objects.all()
-    if names is not None:
-        rows = rows.filter(recipe__name__in=sorted(computed.names))
-    rows.delete()
+    # Rows of recipes that lost their last counted run go; the others are replaced in place
+    # (one upsert: a counted ingest, which cannot remove a badge, deletes nothing).
+    if computed.unbadged_pks:
+        RecipeConsensusState.objects.filter(recipe_id__in=computed.unbadged_pks).delete()
     RecipeConsensusState.objects.bulk_create(
         [
             RecipeConsensusState(
@@ -77,6 +77,9 @@ def _store(names: Collection[str] | None, now: datetime) -> int:
             for (pk, name), badge in computed.badges.items()
         ],
         batch_size=500,
+        update_conflicts=True,
+        unique_fields=["recipe"],
+        update_fields=["state", "badge", "expires_at", "refreshed_at"],
     )
     return len(computed.badges)
 
@@ -87,7 +90,9 @@ def consensus_refresh(names: Iterable[str] | None = None, *, now: datetime | Non
     wanted = None if names is None else frozenset(names)
     if wanted is not None and not wanted:
         return 0
-    with transaction.atomic():
+    # No savepoint: inside a caller's transaction (ingest, withdrawal) a failure here fails
+    # the whole change anyway, and the two statements a savepoint costs are per ingest.
+    with transaction.atomic(savepoint=False):
         _lock(wanted)
         return _store(wanted, now or timezone.now())
 

@@ -368,3 +368,87 @@ def test_the_refresh_command_restores_every_badge(evidence_db: None) -> None:
 
     assert out.getvalue().startswith("1 recipe badges stored")
     assert stored() == recomputed()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_late_runs_and_last_withdrawals_leave_what_a_full_recomputation_gives(
+    seed: int, evidence_db: None
+) -> None:
+    """The incremental refresh's edge cases, at random: a run older than its signer's newest
+    (it must not replace it), runs tied on ``attested_at`` (stored and grid pick alike), the same
+    recipe name in two catalog versions, and withdrawals of a recipe's last counted runs (its
+    rows must go, in both versions)."""
+    rng = random.Random(1000 + seed)  # noqa: S311 - a reproducible sequence, not a secret
+    old = CatalogFactory(aicr_version="v0.18.0")
+    new = CatalogFactory(aicr_version="v0.19.0")
+    recipes = [RecipeFactory(catalog=old, checks=CHECKS) for _ in range(2)]
+    recipes += [
+        RecipeFactory(catalog=new, name=r.name, digest=r.digest, checks=CHECKS) for r in recipes
+    ]
+    keyless = [SignerFactory() for _ in range(3)]
+    signers.allowlist_publish(
+        body=_allowlist([source_slug(s.issuer, s.identity) for s in keyless[:2]])
+    )
+    now = timezone.now()
+    moments = [now - timedelta(days=d) for d in (0, 0, 3, 12, 40)]  # a tie on purpose
+    steps: list[str] = []
+    seen = {"late": 0, "dropped": 0}
+    for _ in range(25):
+        live = list(Evidence.objects.filter(withdrawn_at__isnull=True).select_related("signer"))
+        if live and rng.random() < 0.35:
+            before = RecipeConsensusState.objects.count()
+            evidence_withdraw(
+                evidence=rng.choice(live), by=None, roles={"maintainer"}, reason="bad run"
+            )
+            seen["dropped"] += RecipeConsensusState.objects.count() < before
+            steps.append("withdraw")
+        else:
+            recipe, signer = rng.choice(recipes), rng.choice(keyless)
+            attested = rng.choice(moments)
+            newest = (
+                Evidence.objects.counted()
+                .filter(recipe_name=recipe.name, signer=signer)
+                .order_by("-attested_at")
+                .values_list("attested_at", flat=True)
+                .first()
+            )
+            seen["late"] += newest is not None and attested < newest
+            EvidenceFactory(
+                recipe=recipe,
+                signer=signer,
+                attested_at=attested,
+                aicr_version=rng.choice(("v0.18.0", "v0.19.0", "v0.20.0")),
+                check_results={
+                    phase: [{"name": checks[0]["name"], "status": rng.choice(STATUSES)}]
+                    for phase, checks in CHECKS.items()
+                },
+            )
+            steps.append("ingest")
+        assert_current(recipes, steps)
+    assert seen["late"] > 0, "the sequence never sent a run older than its signer's newest"
+    assert seen["dropped"] > 0, "the sequence never withdrew a recipe's last counted run"
+
+
+def test_a_counted_ingest_refreshes_in_the_same_queries_whatever_the_runs(
+    evidence_db: None,
+) -> None:
+    """The refresh a counted ingest pays reads the newest run per signer and the staleness
+    facts in a fixed number of statements: 2 runs or 40 of the recipe cost the same."""
+    signer_pool = [SignerFactory() for _ in range(4)]
+
+    def refresh_queries(runs: int) -> int:
+        recipe = RecipeFactory(checks=CHECKS)
+        for i in range(runs):
+            EvidenceFactory(
+                recipe=recipe,
+                signer=signer_pool[i % len(signer_pool)],
+                attested_at=timezone.now() - timedelta(hours=i),
+            )
+        last = EvidenceFactory.build(recipe=recipe, signer=signer_pool[0])
+        last.save()
+        with CaptureQueriesContext(connection) as ctx, transaction.atomic():
+            consensus.evidence_stored(last)
+        assert stored() == recomputed()
+        return len(ctx.captured_queries)
+
+    assert refresh_queries(2) == refresh_queries(40)
