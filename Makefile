@@ -9,7 +9,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 MANAGE := $(PY) manage.py
 
-.PHONY: run test lint format migrations-check bench snapshot check-deploy clean
+.PHONY: run test lint format migrations-check bench snapshot schema check-deploy clean
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -69,6 +69,10 @@ bench: $(VENV)/.synced
 	$(PY) bench/run_evidence.py
 	$(PY) bench/export.py
 	$(PY) bench/check_snapshot.py
+
+# Regenerate the checked-in OpenAPI document (a test compares it with what the API serves).
+schema: $(VENV)/.synced
+	DEBUG=1 $(MANAGE) spectacular --validate --file docs/openapi.yaml
 
 # Regenerate the bundled catalog snapshot from the real AICR tree beside the repo.
 snapshot: $(VENV)/.synced
