@@ -2,9 +2,10 @@
 ``make schema`` on the default SQLite database), so a change to the API shows up in review: a
 change to an endpoint without regenerating it fails here.
 
-The integer bounds drf-spectacular derives from the database backend (SQLite's 64-bit integers,
-PostgreSQL's 16- and 32-bit integer columns) are the only backend-dependent part of the document; they are
-set aside before comparing, so the test means the same on either database."""
+The integer bounds drf-spectacular derives from the database backend (SQLite's 64-bit
+integers, PostgreSQL's 16- and 32-bit integer columns) are the only backend-dependent part of
+the document; they are set aside before comparing, so the test means the same on either
+database."""
 
 from __future__ import annotations
 
