@@ -13,14 +13,14 @@ from django.http import FileResponse, HttpResponse, StreamingHttpResponse
 from django.urls import reverse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.exceptions import ValidationError
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from aicr_site.errors import error_response
-from evidence_app.api.filters import EvidenceFilter
+from evidence_app.api.filters import EVIDENCE_FILTER_PARAMETERS, EvidenceFilter
 from evidence_app.api.serializers import ErrorSerializer
 from evidence_app.auth import HasRole
 from evidence_app.exports.package import audit_package_write
@@ -31,25 +31,6 @@ from evidence_app.services.site_key import SiteKeyUnavailable
 TAGS = ["export"]
 _URL_MARK = 987654321987  # an id no row has: its digits are swapped for each row's id
 
-FILTER_PARAMETERS = [
-    OpenApiParameter("recipe", OpenApiTypes.STR, description="Recipe name."),
-    OpenApiParameter("signer", OpenApiTypes.STR, description="Signer slug."),
-    OpenApiParameter(
-        "class",
-        OpenApiTypes.STR,
-        enum=["first-party", "partner", "community", "registered-key", "reported"],
-        description="Signer class.",
-    ),
-    OpenApiParameter(
-        "verdict", OpenApiTypes.STR, enum=["verified", "invalid", "unsupported", "rejected"]
-    ),
-    OpenApiParameter("stale", OpenApiTypes.BOOL, description="Only stale / only fresh."),
-    OpenApiParameter("aicr_version", OpenApiTypes.STR, description="AICR version."),
-    OpenApiParameter("counted", OpenApiTypes.BOOL, description="Counted by consensus."),
-    OpenApiParameter("demo", OpenApiTypes.BOOL, description="Demo data."),
-    OpenApiParameter("attested_after", OpenApiTypes.DATETIME, description="attestedAt ≥."),
-    OpenApiParameter("attested_before", OpenApiTypes.DATETIME, description="attestedAt <."),
-]
 ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 403: ErrorSerializer}
 
 
@@ -92,7 +73,7 @@ class EvidenceNdjsonExportView(_ExportView):
     @extend_schema(
         summary="Export evidence as NDJSON",
         description="One JSON object per line per record (streamed; oldest id first).",
-        parameters=FILTER_PARAMETERS,
+        parameters=EVIDENCE_FILTER_PARAMETERS,
         responses={
             (200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR),
             **ERRORS,
@@ -114,7 +95,7 @@ class EvidenceCsvExportView(_ExportView):
         summary="Export evidence as CSV",
         description="A header and one row per record (streamed; cells a spreadsheet would "
         "read as a formula are prefixed with an apostrophe).",
-        parameters=FILTER_PARAMETERS,
+        parameters=EVIDENCE_FILTER_PARAMETERS,
         responses={(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR), **ERRORS},
         tags=TAGS,
     )
@@ -135,7 +116,7 @@ class AuditPackageExportView(_ExportView):
         "allowlist, recipe YAML and catalog snapshots, MANIFEST.sha256 signed with the site "
         "key; re-verify with `manage.py verify_audit` or the README's commands. 503 when no "
         "site signing key is configured.",
-        parameters=FILTER_PARAMETERS,
+        parameters=EVIDENCE_FILTER_PARAMETERS,
         responses={
             (200, "application/gzip"): OpenApiResponse(OpenApiTypes.BINARY),
             503: ErrorSerializer,

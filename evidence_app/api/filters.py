@@ -7,6 +7,8 @@ from typing import Any
 import django_filters
 from django import forms
 from django.db.models import QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter
 
 from evidence_app.models import Evidence, Signer, SignerClass, Verdict
 from evidence_app.services.staleness import stale_filter
@@ -99,3 +101,30 @@ class SignerFilter(django_filters.FilterSet):
 
 
 SignerFilter.base_filters["class"] = SignerFilter.base_filters.pop("signer_class")
+
+
+# The EvidenceFilter's parameters as the OpenAPI document lists them (the evidence list and the
+# exports take the same ones).
+EVIDENCE_FILTER_PARAMETERS = [
+    OpenApiParameter("recipe", OpenApiTypes.STR, description="Recipe name."),
+    OpenApiParameter("signer", OpenApiTypes.STR, description="Signer slug."),
+    OpenApiParameter(
+        "class",
+        OpenApiTypes.STR,
+        enum=["first-party", "partner", "community", "registered-key", "reported"],
+        description="Signer class.",
+    ),
+    OpenApiParameter(
+        "verdict", OpenApiTypes.STR, enum=["verified", "invalid", "unsupported", "rejected"]
+    ),
+    OpenApiParameter("stale", OpenApiTypes.BOOL, description="Only stale / only fresh."),
+    OpenApiParameter("aicr_version", OpenApiTypes.STR, description="AICR version."),
+    OpenApiParameter("counted", OpenApiTypes.BOOL, description="Counted by consensus."),
+    OpenApiParameter("demo", OpenApiTypes.BOOL, description="Demo data."),
+    OpenApiParameter(
+        "attested_after", OpenApiTypes.DATETIME, description="attestedAt at or after (ISO 8601)."
+    ),
+    OpenApiParameter(
+        "attested_before", OpenApiTypes.DATETIME, description="attestedAt before (ISO 8601)."
+    ),
+]

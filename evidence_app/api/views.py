@@ -28,7 +28,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from evidence_app.api.filters import EvidenceFilter, SignerFilter
+from evidence_app.api.filters import EVIDENCE_FILTER_PARAMETERS, EvidenceFilter, SignerFilter
 from evidence_app.api.pagination import CountedCursorPagination, PagePagination
 from evidence_app.api.serializers import (
     ErrorSerializer,
@@ -112,23 +112,7 @@ def _log_body(log: UploadLog, request: Request) -> dict[str, Any]:
     list=extend_schema(
         summary="List evidence",
         description="Stored (verified) evidence, newest attestation first, with staleness.",
-        parameters=[
-            OpenApiParameter("recipe", OpenApiTypes.STR, description="Recipe name."),
-            OpenApiParameter("signer", OpenApiTypes.STR, description="Signer slug."),
-            OpenApiParameter(
-                "class",
-                OpenApiTypes.STR,
-                enum=["first-party", "partner", "community", "registered-key", "reported"],
-                description="Signer class.",
-            ),
-            OpenApiParameter(
-                "verdict", OpenApiTypes.STR, enum=["verified", "invalid", "unsupported", "rejected"]
-            ),
-            OpenApiParameter("stale", OpenApiTypes.BOOL, description="Only stale / only fresh."),
-            OpenApiParameter("aicr_version", OpenApiTypes.STR, description="AICR version."),
-            OpenApiParameter("counted", OpenApiTypes.BOOL, description="Counted by consensus."),
-            OpenApiParameter("demo", OpenApiTypes.BOOL, description="Demo data."),
-        ],
+        parameters=EVIDENCE_FILTER_PARAMETERS,
         tags=TAGS,
     ),
     retrieve=extend_schema(
