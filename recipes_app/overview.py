@@ -111,7 +111,7 @@ def _state_counts(counter: Counter[str], *, keep_zero: bool) -> tuple[StateCount
 
 def coverage_overview() -> Overview:
     """The home page's data. Queries: the current catalog, the expired-badge check, the
-    recipes with their stored badges (one join), the evidence aggregates, the recent
+    recipes with their stored badges (one join), the evidence aggregates (all, counted), the recent
     evidence and its staleness facts: constant."""
     catalog = Catalog.objects.current()
     if catalog is not None:
@@ -158,17 +158,8 @@ def coverage_overview() -> Overview:
         total=Count("pk"),
         latest_upload=Max("uploaded_at"),
         latest_attested=Max("attested_at", filter=Q(verdict=Verdict.VERIFIED)),
-        signers=Count(
-            "signer",
-            distinct=True,
-            filter=Q(
-                verdict=Verdict.VERIFIED,
-                withdrawn_at__isnull=True,
-                signer__counted=True,
-                is_simulated=False,
-            ),
-        ),
     )
+    counted_signers = Evidence.objects.counted().aggregate(n=Count("signer", distinct=True))["n"]
     recent = tuple(
         evidence_selectors.evidence_queryset().order_by("-uploaded_at", "-pk")[:RECENT_EVIDENCE]
     )
@@ -179,7 +170,7 @@ def coverage_overview() -> Overview:
         rows=rows,
         recipe_total=sum(overall.values()),
         state_counts=_state_counts(overall, keep_zero=True),
-        counted_signers=facts["signers"],
+        counted_signers=counted_signers,
         evidence_total=facts["total"],
         latest_upload=facts["latest_upload"],
         latest_attested=facts["latest_attested"],
