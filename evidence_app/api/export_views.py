@@ -5,7 +5,7 @@ the filters of ``/api/v1/evidence/`` (``EvidenceFilter``)."""
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.db.models import QuerySet
@@ -24,7 +24,7 @@ from evidence_app.api.filters import EVIDENCE_FILTER_PARAMETERS, EvidenceFilter
 from evidence_app.api.serializers import ErrorSerializer
 from evidence_app.auth import HasRole
 from evidence_app.exports.package import audit_package_write
-from evidence_app.exports.records import csv_stream, export_records, ndjson_stream
+from evidence_app.exports.records import ExportRecord, csv_stream, export_records, ndjson_stream
 from evidence_app.models import Evidence, Role
 from evidence_app.services.site_key import SiteKeyUnavailable
 
@@ -68,6 +68,21 @@ class _ExportView(APIView):
     def _stamp() -> str:
         return timezone.now().strftime("%Y%m%dT%H%M%SZ")
 
+    def _stream(
+        self,
+        request: Request,
+        stream: Callable[[Iterable[ExportRecord]], Iterable[bytes]],
+        content_type: str,
+        extension: str,
+    ) -> HttpResponse:
+        """The filtered records, streamed through ``stream`` as an attachment."""
+        records = export_records(filtered_evidence(request), url_of=url_builder(request))
+        response = StreamingHttpResponse(stream(records), content_type=content_type)
+        filename = f"evidence-{self._stamp()}.{extension}"
+        response["Content-Disposition"] = f'attachment; filename="{filename}"'
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
+
 
 class EvidenceNdjsonExportView(_ExportView):
     @extend_schema(
@@ -81,13 +96,7 @@ class EvidenceNdjsonExportView(_ExportView):
         tags=TAGS,
     )
     def get(self, request: Request) -> HttpResponse:
-        records = export_records(filtered_evidence(request), url_of=url_builder(request))
-        response = StreamingHttpResponse(
-            ndjson_stream(records), content_type="application/x-ndjson; charset=utf-8"
-        )
-        response["Content-Disposition"] = f'attachment; filename="evidence-{self._stamp()}.ndjson"'
-        response["X-Content-Type-Options"] = "nosniff"
-        return response
+        return self._stream(request, ndjson_stream, "application/x-ndjson; charset=utf-8", "ndjson")
 
 
 class EvidenceCsvExportView(_ExportView):
@@ -100,13 +109,7 @@ class EvidenceCsvExportView(_ExportView):
         tags=TAGS,
     )
     def get(self, request: Request) -> HttpResponse:
-        records = export_records(filtered_evidence(request), url_of=url_builder(request))
-        response = StreamingHttpResponse(
-            csv_stream(records), content_type="text/csv; charset=utf-8; header=present"
-        )
-        response["Content-Disposition"] = f'attachment; filename="evidence-{self._stamp()}.csv"'
-        response["X-Content-Type-Options"] = "nosniff"
-        return response
+        return self._stream(request, csv_stream, "text/csv; charset=utf-8; header=present", "csv")
 
 
 class AuditPackageExportView(_ExportView):
@@ -132,7 +135,7 @@ class AuditPackageExportView(_ExportView):
                 queryset,
                 spool,
                 url_of=url_builder(request),
-                filters={k: v for k, v in request.query_params.items()},
+                filters=dict(request.query_params.items()),
                 site=request.build_absolute_uri("/"),
             )
         except SiteKeyUnavailable as exc:
