@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Paginator
 from django.db.models import Prefetch
 from django.http import Http404, HttpResponse, HttpResponseRedirect
@@ -21,9 +20,8 @@ from django.views.decorators.http import require_POST, require_safe
 from django.views.decorators.vary import vary_on_headers
 
 from aicr_site.lib.htmx import HtmxHttpRequest, wants_partial
-from evidence_app import permissions
-from evidence_app.models import Role
 from recipes_app.models import Recipe
+from validators_app.clusters_views import _refuse, can_manage
 from validators_app.models import CheckRun, CheckStatus, Cluster, RunStatus, ValidationRun
 from validators_app.services import runs
 
@@ -32,17 +30,6 @@ LIVE_TARGET = "run-live"
 POLL_SECONDS = 2
 LIVE_LOG_LINES = 40
 PAGE_LOG_LINES = 200
-
-
-def is_maintainer(user: Any) -> bool:
-    return Role.MAINTAINER in permissions.roles_of(user)
-
-
-def _refuse(request: HtmxHttpRequest, message: str) -> HttpResponse:
-    """Sign-in for an anonymous full-page request; 403 otherwise (htmx included)."""
-    if not request.user.is_authenticated and not request.htmx:
-        return redirect_to_login(request.get_full_path())
-    return render(request, "evidence_app/forbidden.html", {"message": message}, status=403)
 
 
 def _run_or_404(pk: int, *, with_logs: bool = False) -> ValidationRun:
@@ -113,13 +100,13 @@ def _detail_context(request: HtmxHttpRequest, run: ValidationRun) -> dict[str, A
         "latest_log_check": latest,
         "latest_log": runs.log_tail(latest, LIVE_LOG_LINES) if latest else [],
         "page_log_lines": PAGE_LOG_LINES,
-        "can_cancel": run.is_active and not run.cancel_requested and is_maintainer(request.user),
+        "can_cancel": run.is_active and not run.cancel_requested and can_manage(request.user),
     }
 
 
 @require_POST
 def run_cancel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    if not is_maintainer(request.user):
+    if not can_manage(request.user):
         return _refuse(request, "Only a maintainer can cancel a validation run.")
     run = _run_or_404(pk)
     try:
@@ -133,7 +120,7 @@ def run_cancel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def run_start(request: HtmxHttpRequest) -> HttpResponse:
     """The "Validate on…" form of a recipe page: a cluster and phases, for maintainers."""
-    if not is_maintainer(request.user):
+    if not can_manage(request.user):
         return _refuse(request, "Only a maintainer can start a validation run.")
     recipe_name = str(request.POST.get("recipe", ""))[:200]
     cluster = Cluster.objects.filter(pk=_int(request.POST.get("cluster"))).first()

@@ -223,10 +223,9 @@ class RunViewSet(
         tags=TAGS,
     )
     def create(self, request: Request) -> Response:
-        data = request.data if isinstance(request.data, dict) else {}
         if not isinstance(request.data, dict):
             return _bad("the body must be a JSON object with cluster, recipe and phases")
-        serializer = RunStartInputSerializer(data=data)
+        serializer = RunStartInputSerializer(data=request.data)
         if not serializer.is_valid():
             field, errors = next(iter(serializer.errors.items()))
             message = errors[0] if isinstance(errors, list) and errors else errors
