@@ -88,8 +88,9 @@ class DatabaseCollector(Collector):
             "Stored evidence by verdict and counted.",
             labels=["verdict", "counted"],
         )
-        counted = set(Evidence.objects.counted().values_list("verdict").annotate(n=Count("pk")))
-        counted_by_verdict = {verdict: n for verdict, n in counted}
+        counted_by_verdict = dict(
+            Evidence.objects.counted().values_list("verdict").annotate(n=Count("pk")).order_by()
+        )
         for verdict, n in (
             Evidence.objects.values_list("verdict").annotate(n=Count("pk")).order_by()
         ):
@@ -108,12 +109,14 @@ class DatabaseCollector(Collector):
             "Uploads by state (pending/running: the OCI pull queue).",
             labels=["state"],
         )
+        by_state: dict[str, int] = {}
         for state, verdict, n in (
             UploadLog.objects.values_list("state", "verdict").annotate(n=Count("pk")).order_by()
         ):
+            by_state[state] = by_state.get(state, 0) + n
             if state == "done":
                 outcomes.add_metric([verdict or "none"], n)
-        for state, n in UploadLog.objects.values_list("state").annotate(n=Count("pk")).order_by():
+        for state, n in by_state.items():
             states.add_metric([state], n)
         yield outcomes
         yield states
