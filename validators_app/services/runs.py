@@ -576,14 +576,15 @@ def runs_reap() -> list[int]:
     requeue_queued = now - timedelta(seconds=float(settings.VALIDATION_REQUEUE_QUEUED_SECONDS))
     dead = ValidationRun.objects.filter(
         Q(status=RunStatus.RUNNING) & (Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True))
-    ).values_list("pk", flat=True)
+    ).values_list("pk", "attempts")
     lost = ValidationRun.objects.filter(
         Q(status=RunStatus.QUEUED)
         & (Q(enqueued_at__lt=requeue_queued) | Q(enqueued_at__isnull=True))
-    ).values_list("pk", flat=True)
+    ).values_list("pk", "attempts")
+    limit = max_attempts()
     ids: list[int] = []
-    for run_id in [*dead[:500], *lost[:500]]:
-        if ValidationRun.objects.filter(pk=run_id, attempts__gte=max_attempts()).exists():
+    for run_id, attempts in [*dead[:500], *lost[:500]]:
+        if attempts >= limit:
             _give_up_if_exhausted(run_id=run_id, now=now)
             continue
         ValidationRun.objects.filter(pk=run_id).update(enqueued_at=now)
