@@ -98,7 +98,7 @@ from evidence_app.services.staleness import StaleReason, stale_after_days, stale
 from evidence_app.verification.commands import VerifyCommand, commands_for
 from evidence_app.verification.ctrf import CtrfTest
 from evidence_app.verification.signature import SignatureOutcome, SignerClaims
-from recipes_app.models import DIMENSIONS, Catalog, Recipe, RecipeConsensusState
+from recipes_app.models import DIMENSIONS, Recipe
 
 # The filter's choices, best first (what a person looking for validated recipes wants first).
 STATES: tuple[str, ...] = (CONFIRMED, SINGLE, PARTIAL, CONTESTED, FAILING, UNTESTED)
@@ -1061,36 +1061,6 @@ def recipe_badges_computed(
     }
     unbadged = frozenset(pk for pk, name, _ in rows if name not in runs)
     return ComputedBadges(badges=badges, names=covered, expires=expires, unbadged_pks=unbadged)
-
-
-def recipe_consensus_badges(*, catalog: Catalog | None) -> dict[str, RecipeBadge]:
-    """Recipe name → its stored badge (state, demo, staleness; default lens) for every recipe
-    of ``catalog`` that has counted evidence; a recipe missing from the map is UNTESTED.
-
-    One query. The rows are what ``services.consensus`` keeps current (its
-    ``consensus_refresh_expired`` brings time-expired ones up to date: call it first, as
-    ``RecipeFilter`` does).
-    """
-    if catalog is None:
-        return {}
-    stored = RecipeConsensusState.objects.filter(recipe__catalog=catalog).values_list(
-        "recipe__name", "state", "badge"
-    )
-    return {name: RecipeBadge.decode(badge, state=state) for name, state, badge in stored}
-
-
-def recipe_consensus_states(*, catalog: Catalog | None) -> dict[str, str]:
-    """Recipe name → consensus state (``recipe_consensus_badges``' states)."""
-    return {name: badge.state for name, badge in recipe_consensus_badges(catalog=catalog).items()}
-
-
-def state_of(states: Mapping[str, str], name: str) -> str:
-    return states.get(name, UNTESTED)
-
-
-def badge_of(badges: Mapping[str, RecipeBadge], name: str) -> RecipeBadge:
-    """``name``'s badge (a recipe without counted evidence is a plain UNTESTED)."""
-    return badges.get(name) or RecipeBadge.decode(None)
 
 
 # --- verification display helpers -----------------------------------------------------------

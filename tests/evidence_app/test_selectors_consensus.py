@@ -30,6 +30,7 @@ from evidence_app.models import Evidence, SignerClass
 from evidence_app.services import signers
 from evidence_app.services.withdrawal import evidence_withdraw
 from recipes_app.models import Recipe
+from tests import consensus_reads
 from tests.evidence_factories import EvidenceFactory, SignerFactory
 from tests.factories import CatalogFactory, RecipeFactory
 from tests.shared_data import AICR, GOLDEN
@@ -581,12 +582,12 @@ def test_its_list_states_agree_with_the_grids() -> None:
         check_results=results(operator_health="passed"),
     )
 
-    states = selectors.recipe_consensus_states(catalog=catalog)
+    states = consensus_reads.recipe_consensus_states(catalog=catalog)
 
     for recipe in recipes:
         grid = selectors.consensus_grid(recipe=recipe)
-        assert selectors.state_of(states, recipe.name) == grid.state, recipe.name
-    assert [selectors.state_of(states, r.name) for r in recipes] == [
+        assert consensus_reads.state_of(states, recipe.name) == grid.state, recipe.name
+    assert [consensus_reads.state_of(states, r.name) for r in recipes] == [
         CONFIRMED,
         CONTESTED,
         PARTIAL,  # the skipped CTRF name is an untested row
@@ -602,13 +603,13 @@ def test_its_list_states_cost_one_query_whatever_the_number_of_recipes() -> None
     catalog = CatalogFactory()
 
     def queries_for(count: int) -> tuple[int, int]:
-        total = len(selectors.recipe_consensus_states(catalog=catalog)) + count
+        total = len(consensus_reads.recipe_consensus_states(catalog=catalog)) + count
         for recipe in RecipeFactory.create_batch(count, catalog=catalog):
             EvidenceFactory(recipe=recipe, check_results=results(operator_health="passed"))
         with CaptureQueriesContext(connection) as compute:
             selectors.recipe_badges_computed()
         with CaptureQueriesContext(connection) as read:
-            assert len(selectors.recipe_consensus_states(catalog=catalog)) == total
+            assert len(consensus_reads.recipe_consensus_states(catalog=catalog)) == total
         return len(compute), len(read)
 
     queries_for(1)  # the validator catalog version is read once per catalog and process
@@ -625,17 +626,17 @@ def test_its_list_states_change_with_uploads_withdrawals_and_signer_changes() ->
     first = EvidenceFactory(
         recipe=recipe, signer=signer, check_results=results(operator_health="passed")
     )
-    assert selectors.recipe_consensus_states(catalog=catalog) == {recipe.name: SINGLE}
+    assert consensus_reads.recipe_consensus_states(catalog=catalog) == {recipe.name: SINGLE}
 
     EvidenceFactory(recipe=recipe, check_results=results(operator_health="passed"))
-    assert selectors.recipe_consensus_states(catalog=catalog) == {recipe.name: CONFIRMED}
+    assert consensus_reads.recipe_consensus_states(catalog=catalog) == {recipe.name: CONFIRMED}
 
     evidence_withdraw(evidence=first, by=None, roles={"maintainer"}, reason="bad run")
-    assert selectors.recipe_consensus_states(catalog=catalog) == {recipe.name: SINGLE}
+    assert consensus_reads.recipe_consensus_states(catalog=catalog) == {recipe.name: SINGLE}
 
     # An allowlist without these signers: they are re-classified as reported.
     signers.allowlist_publish(body="schemaVersion: 1.0.0\n", note="everyone removed")
-    assert selectors.recipe_consensus_states(catalog=catalog) == {}
+    assert consensus_reads.recipe_consensus_states(catalog=catalog) == {}
 
 
 def test_its_counted_rule_is_the_querysets() -> None:
@@ -679,7 +680,7 @@ def test_its_list_badges_carry_demo_and_staleness_like_the_grid() -> None:
     )
     EvidenceFactory(recipe=recipe, check_results=results(operator_health="passed"))
 
-    badge = selectors.recipe_consensus_badges(catalog=catalog)[recipe.name]
+    badge = consensus_reads.recipe_consensus_badges(catalog=catalog)[recipe.name]
     grid = selectors.consensus_grid(recipe=recipe)
 
     assert badge == grid.consensus.badge

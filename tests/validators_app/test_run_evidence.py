@@ -21,12 +21,12 @@ from django.test import Client
 
 from evidence_app.attestation import redact_ctrf
 from evidence_app.models import Evidence, SigningKey, UploadLog
-from evidence_app.selectors import recipe_consensus_states
 from evidence_app.services.ingest import evidence_ingest
 from evidence_app.services.keys import signing_key_revoke
 from evidence_app.services.site_key import KEY_NAME, generate_pem
 from evidence_app.verification.summary_bundle import read_archive
 from recipes_app.models import Recipe
+from tests.consensus_reads import recipe_consensus_states
 from tests.validators_app.evidence_support import (
     PHASES,
     finished_run,

@@ -14,9 +14,9 @@ from django.test import Client
 
 from evidence_app.corroborate.allowlist import source_slug
 from evidence_app.models import Evidence, SigningKey
-from evidence_app.selectors import recipe_consensus_states
 from evidence_app.services import signers, trust_roots
 from recipes_app.models import Recipe
+from tests.consensus_reads import recipe_consensus_states
 from tests.sigstore_private import PrivateSigstore
 from tests.sigstore_servers import OIDC_ISSUER, RUNS_IDENTITY, LoopbackSigstore, loopback_sigstore
 from tests.validators_app.evidence_support import finished_run

@@ -14,9 +14,9 @@ from django.test import Client
 
 from evidence_app.corroborate.states import FAILING, SINGLE
 from evidence_app.models import Evidence
-from evidence_app.selectors import recipe_consensus_states
 from evidence_app.services.site_key import generate_pem
 from recipes_app.models import Recipe
+from tests.consensus_reads import recipe_consensus_states
 from tests.validators_app.evidence_support import finished_run
 from tests.validators_app.runs_support import RECIPE
 from validators_app.models import Environment, RunStatus, ValidationRun
