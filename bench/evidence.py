@@ -234,7 +234,7 @@ class Timer:
         from django.db import connection
 
         from evidence_app import selectors
-        from evidence_app.services import ingest
+        from evidence_app.services.ingest import store as ingest
 
         refresh = ingest.refresh_consensus
         refresh_cpu = [0.0]
@@ -461,19 +461,27 @@ def bench_ingest(n: int, *, profile: bool) -> None:
 
 
 STAGES = (  # (file, function, label): evidence_ingest's stages, in order
-    ("evidence_app/services/ingest.py", "policy_snapshot", "policy: version query (+ cache)"),
-    ("evidence_app/services/ingest.py", "policy_current", "policy: roots, issuers, keys"),
-    ("evidence_app/services/ingest.py", "_verify", "parse + signature + statement (no DB)"),
+    (
+        "evidence_app/services/ingest/policy.py",
+        "policy_snapshot",
+        "policy: version query (+ cache)",
+    ),
+    ("evidence_app/services/ingest/policy.py", "policy_current", "policy: roots, issuers, keys"),
+    ("evidence_app/services/ingest/service.py", "_verify", "parse + signature + statement (no DB)"),
     ("sigstore/verify/verifier.py", "verify_dsse", "  of which sigstore Verifier.verify_dsse"),
     ("evidence_app/services/signers.py", "classify", "classify (allowlist match)"),
-    ("evidence_app/services/ingest.py", "_bind", "bind: recipe by digest (queries)"),
-    ("evidence_app/services/ingest.py", "_store", "store: transaction + rows + UploadLog"),
+    ("evidence_app/services/ingest/bind.py", "bind_recipe", "bind: recipe by digest (queries)"),
+    (
+        "evidence_app/services/ingest/store.py",
+        "store_evidence",
+        "store: transaction + rows + UploadLog",
+    ),
     ("evidence_app/services/signers.py", "signer_upsert", "  of which signer upsert"),
-    ("evidence_app/services/ingest.py", "_existing", "  of which known-statement lookup"),
-    ("evidence_app/services/ingest.py", "_log", "  of which UploadLog row"),
+    ("evidence_app/services/ingest/store.py", "_existing", "  of which known-statement lookup"),
+    ("evidence_app/services/ingest/upload_log.py", "log_upload", "  of which UploadLog row"),
     ("django/db/backends/base/base.py", "commit", "  of which COMMIT"),
-    ("evidence_app/services/ingest.py", "_commands", "verify commands"),
-    ("evidence_app/services/ingest.py", "check_results_from", "check results"),
+    ("evidence_app/services/ingest/record.py", "verify_commands", "verify commands"),
+    ("evidence_app/services/ingest/record.py", "check_results_from", "check results"),
     ("django/db/backends/utils.py", "execute", "all SQL round trips (CursorWrapper.execute)"),
 )
 
@@ -491,7 +499,7 @@ def _print_profile(profiler: cProfile.Profile, bundles: int) -> None:
         ]
         return sum(n for n, _ in found), sum(c for _, c in found)
 
-    _, total = cumulative("evidence_app/services/ingest.py", "evidence_ingest")
+    _, total = cumulative("evidence_app/services/ingest/service.py", "evidence_ingest")
     print(
         f"\n## cProfile of keyless ingest ({bundles} bundles, private root only; "
         f"{total / bundles * 1000:.1f} ms per bundle under the profiler)"

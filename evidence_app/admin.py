@@ -365,8 +365,18 @@ class EvidenceAdmin(ReadOnlyAdmin):
 @admin.register(UploadLog)
 class UploadLogAdmin(ReadOnlyAdmin):
     # ``evidence_id``, not ``evidence``: the list must not load Evidence rows (their bytes).
-    list_display = ["pk", "at", "channel", "state", "verdict", "failed_step", "user", "evidence_id"]
-    list_filter = ["verdict", "channel", "state", "failed_step"]
+    list_display = [
+        "pk",
+        "at",
+        "channel",
+        "state",
+        "outcome",
+        "verdict",
+        "failed_step",
+        "user",
+        "evidence_id",
+    ]
+    list_filter = ["outcome", "verdict", "channel", "state", "failed_step"]
     list_select_related = ["user"]
     search_fields = ["sha256", "filename", "oci_ref", "reason"]
     raw_id_fields = ["evidence"]

@@ -1,6 +1,6 @@
 """The shell lines that fetch what a verify command reads, so it runs from a fresh shell.
 
-A verify command names fixed files (``services.ingest._commands``): a bundle's
+A verify command names fixed files (``services.ingest.record.verify_commands``): a bundle's
 ``evidence.sigstore.json`` and ``recipe.yaml``, or, for an evidence directory, the unpacked
 ``summary-bundle/``; a key-signed one also reads ``key.pub``. These lines download each from
 this site (the stored bytes, the recipe's canonical YAML pinned to its catalog version, the

@@ -377,6 +377,16 @@ class UploadState(models.TextChoices):
     DONE = "done", "Done"
 
 
+class UploadOutcome(models.TextChoices):
+    """What became of an upload, in the domain's words (the views map it to an HTTP status)."""
+
+    CREATED = "created", "Stored: a new record"
+    EXISTING = "existing", "Already known: answered with the stored record"
+    REFUSED = "refused", "Refused: not verified evidence"
+    TOO_LARGE = "too_large", "Refused: over the size limit"
+    BUSY = "busy", "Not decided: the database could not take it; retry"
+
+
 class UploadLog(models.Model):
     """Every upload attempt and its outcome; the only trace a failed upload leaves.
 
@@ -404,7 +414,12 @@ class UploadLog(models.Model):
     transcript = models.JSONField(default=list)
     signer = models.JSONField(default=dict, help_text="Summary of the verified signer, if any.")
     created = models.BooleanField(null=True, help_text="True: a new record; False: known bytes.")
-    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    outcome = models.CharField(
+        max_length=10,
+        choices=UploadOutcome.choices,
+        blank=True,
+        help_text="Blank while an OCI upload waits for its worker.",
+    )
     completed_at = models.DateTimeField(null=True, blank=True)
     evidence = models.ForeignKey(Evidence, null=True, blank=True, on_delete=models.SET_NULL)
 

@@ -23,9 +23,10 @@ from django_htmx.http import HttpResponseClientRedirect, push_url
 from aicr_site.lib.htmx import HtmxHttpRequest, wants_partial
 from evidence_app import fetch_steps, permissions, selectors, signer_listing
 from evidence_app.forms import EvidenceUploadForm, WithdrawForm
-from evidence_app.models import Evidence, UploadLog
+from evidence_app.models import Evidence, UploadLog, UploadOutcome
 from evidence_app.services import ingest, oci, withdrawal
 from evidence_app.services.staleness import StaleReason
+from evidence_app.upload_status import http_status_of
 
 # --- access --------------------------------------------------------------------------------
 
@@ -147,7 +148,9 @@ def _too_large(request: HtmxHttpRequest) -> HttpResponse | None:
         "filename": "",
         "stale": [],
     }
-    response = render(request, "evidence_app/result.html", context, status=413)
+    response = render(
+        request, "evidence_app/result.html", context, status=http_status_of(result.outcome)
+    )
     response["Connection"] = "close"  # the unread body is not drained
     return response
 
@@ -192,7 +195,9 @@ def evidence_new(request: HtmxHttpRequest) -> HttpResponse:
         "stale": _stale_of(result.evidence),
         "retry_after": result.retry_after,
     }
-    response = render(request, "evidence_app/result.html", context, status=result.http_status)
+    response = render(
+        request, "evidence_app/result.html", context, status=http_status_of(result.outcome)
+    )
     if result.unavailable:
         response["Retry-After"] = str(result.retry_after)
     return response
@@ -212,12 +217,14 @@ def _oci_result(request: HtmxHttpRequest, *, upload: UploadLog) -> HttpResponse:
         "failed_step": upload.failed_step,
         "transcript": upload.transcript,
         "reason": upload.reason,
-        "created": upload.http_status == ingest.STATUS_CREATED,
+        "created": upload.outcome == UploadOutcome.CREATED,
         "evidence": upload.evidence,
         "oci_ref": upload.oci_ref,
         "stale": _stale_of(upload.evidence),
     }
-    return render(request, "evidence_app/result.html", context, status=upload.http_status or 202)
+    return render(
+        request, "evidence_app/result.html", context, status=http_status_of(upload.outcome)
+    )
 
 
 @require_safe

@@ -12,6 +12,7 @@ from rest_framework.reverse import reverse
 from evidence_app import selectors
 from evidence_app.models import Evidence, Signer, SignerClassChange, UploadLog, Verdict
 from evidence_app.services.staleness import StaleReason
+from evidence_app.upload_status import http_status_of
 
 
 class TranscriptStepSerializer(serializers.Serializer):
@@ -280,6 +281,10 @@ class UploadStatusSerializer(serializers.ModelSerializer):
     state = serializers.CharField(help_text="pending, running or done.")
     evidence_id = serializers.IntegerField(allow_null=True)
     evidence_url = serializers.SerializerMethodField()
+    http_status = serializers.SerializerMethodField(
+        help_text="The HTTP status the upload was answered with (from `outcome`); null while "
+        "pending."
+    )
     transcript = TranscriptStepSerializer(many=True)
     signer = serializers.DictField()
 
@@ -299,12 +304,16 @@ class UploadStatusSerializer(serializers.ModelSerializer):
             "transcript",
             "signer",
             "created",
+            "outcome",
             "http_status",
             "evidence_id",
             "evidence_url",
             "at",
             "completed_at",
         ]
+
+    def get_http_status(self, obj: UploadLog) -> int | None:
+        return http_status_of(obj.outcome) if obj.outcome else None
 
     @extend_schema_field(OpenApiTypes.URI)
     def get_evidence_url(self, obj: UploadLog) -> str | None:

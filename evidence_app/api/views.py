@@ -53,6 +53,7 @@ from evidence_app.services.ingest import (
 )
 from evidence_app.services.staleness import staleness_bulk
 from evidence_app.services.withdrawal import WithdrawalError, evidence_withdraw
+from evidence_app.upload_status import http_status_of
 from evidence_app.verification._json import JSONLimitError, JSONLimits, load_json
 
 TAGS = ["evidence"]
@@ -197,7 +198,7 @@ class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             content_length=request.META.get("CONTENT_LENGTH"), user=request.user, channel="api"
         )
         if refused is not None:
-            return Response(_result_body(refused, request), status=refused.http_status)
+            return Response(_result_body(refused, request), status=http_status_of(refused.outcome))
 
         data = request.data
         if not hasattr(data, "getlist") and isinstance(data, dict):
@@ -215,8 +216,8 @@ class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
 
         if values.get("oci_ref"):
             log = oci.oci_upload_request(oci_ref=values["oci_ref"], user=request.user)
-            if log.state == UploadState.DONE and log.evidence_id is None and log.http_status:
-                return Response(_log_body(log, request), status=log.http_status)
+            if log.state == UploadState.DONE and log.evidence_id is None and log.outcome:
+                return Response(_log_body(log, request), status=http_status_of(log.outcome))
             status_url = reverse("api:upload-detail", args=[log.pk], request=request)
             return Response(
                 {"upload_id": log.pk, "state": log.state, "status_url": status_url},
@@ -237,7 +238,9 @@ class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             channel="api",
         )
         headers = {"Retry-After": str(result.retry_after)} if result.unavailable else None
-        return Response(_result_body(result, request), status=result.http_status, headers=headers)
+        return Response(
+            _result_body(result, request), status=http_status_of(result.outcome), headers=headers
+        )
 
 
 class EvidenceBundleView(APIView):

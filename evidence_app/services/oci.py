@@ -40,7 +40,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from evidence_app.models import UploadLog, UploadState, Verdict
+from evidence_app.models import UploadLog, UploadOutcome, UploadState, Verdict
 from evidence_app.services.ingest import evidence_ingest, max_upload_bytes
 from evidence_app.verification._json import JSONLimitError, JSONLimits, load_json
 
@@ -514,7 +514,7 @@ def _refused(log: UploadLog, message: str, verdict: str) -> UploadLog:
     log.failed_step = "parse"
     log.reason = detail[:1000]
     log.transcript = [{"step": "parse", "ok": False, "detail": detail[:500]}]
-    log.http_status = 422
+    log.outcome = UploadOutcome.REFUSED
     log.completed_at = timezone.now()
     log.save()
     return log

@@ -132,4 +132,4 @@ def test_an_upload_route_refuses_by_its_own_check_and_logs_it(
 
     assert response.status_code == 413
     assert "EVIDENCE_MAX_UPLOAD_BYTES" in response.content.decode()
-    assert UploadLog.objects.filter(user=user, http_status=413).count() == 1
+    assert UploadLog.objects.filter(user=user, outcome="too_large").count() == 1

@@ -122,7 +122,7 @@ def test_it_refuses_an_oversized_upload_before_reading_it(
     assert large.status_code == 413
     assert (large.json()["verdict"], large.json()["failed_step"]) == ("rejected", "parse")
     logs = UploadLog.objects.order_by("pk")
-    assert [log.http_status for log in logs] == [413, 413]
+    assert [log.outcome for log in logs] == ["too_large", "too_large"]
     assert not Evidence.objects.exists()
 
 

@@ -17,6 +17,7 @@ from django.test import Client
 from evidence_app.models import Evidence, Signer, SignerClassChange, UploadLog
 from evidence_app.services import ingest as ingest_module
 from evidence_app.services import signers, trust_roots
+from evidence_app.services.ingest import store as ingest_store
 from recipes_app.models import Catalog, Recipe
 from tests.evidence_factories import EXAMPLE_RECIPE, GITHUB_ISSUER, UNKNOWN_IDENTITY, statement_for
 from tests.sigstore_private import PrivateSigstore
@@ -30,14 +31,14 @@ def racing(monkeypatch: pytest.MonkeyPatch) -> threading.Barrier:
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL: SQLite serialises writers, so two uploads cannot race")
     barrier = threading.Barrier(2, timeout=30)
-    lookup = ingest_module._existing
+    lookup = ingest_store._existing
 
     def look_then_wait(*args: Any) -> Any:
         found = lookup(*args)
         barrier.wait()
         return found
 
-    monkeypatch.setattr(ingest_module, "_existing", look_then_wait)
+    monkeypatch.setattr(ingest_store, "_existing", look_then_wait)
     return barrier
 
 
@@ -114,7 +115,10 @@ def test_the_service_returns_the_winner_on_a_racing_insert(
         )
     )
 
-    assert sorted((r.http_status, r.created) for r in results) == [(200, False), (201, True)]
+    assert sorted((r.outcome, r.created) for r in results) == [
+        ("created", True),
+        ("existing", False),
+    ]
     assert results[0].evidence.pk == results[1].evidence.pk
     assert Evidence.objects.count() == 1
 
@@ -144,7 +148,10 @@ def test_two_wrappers_of_one_statement_racing_make_one_record(
 
     results = _in_threads(upload)
 
-    assert sorted((r.http_status, r.created) for r in results) == [(200, False), (201, True)]
+    assert sorted((r.outcome, r.created) for r in results) == [
+        ("created", True),
+        ("existing", False),
+    ]
     assert results[0].evidence.pk == results[1].evidence.pk
     assert Evidence.objects.count() == 1
     assert UploadLog.objects.count() == 2

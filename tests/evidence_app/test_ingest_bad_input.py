@@ -32,7 +32,7 @@ def sign(private_root: TrustRoot, private_sigstore: PrivateSigstore) -> Any:
 def _refused(result: Any, verdict: str, step: str, text: str) -> None:
     assert (result.verdict, result.failed_step) == (verdict, step), result.reason
     assert text in result.reason
-    assert result.http_status == 422
+    assert result.outcome == "refused"
     assert result.evidence is None
     assert not Evidence.objects.exists()
     assert not Signer.objects.exists()
@@ -113,9 +113,13 @@ def test_it_refuses_a_bundle_over_the_size_limit(
 
     result = ingest(b"{" + b" " * 200 + b"}")
 
-    assert (result.verdict, result.failed_step, result.http_status) == ("rejected", "parse", 413)
+    assert (result.verdict, result.failed_step, result.outcome) == (
+        "rejected",
+        "parse",
+        "too_large",
+    )
     assert "exceeds the limit of 100 bytes" in result.reason
-    assert UploadLog.objects.get().http_status == 413
+    assert UploadLog.objects.get().outcome == "too_large"
 
 
 def test_it_rejects_other_predicate_types_at_the_statement(

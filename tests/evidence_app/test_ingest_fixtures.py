@@ -87,7 +87,7 @@ def test_it_ingests_every_fixture_case_as_expected(
         assert result.failed_step == (
             "parse" if case_dir.name == "keyless-malformed-json_fail" else "signature"
         )
-    assert result.http_status == 422
+    assert result.outcome == "refused"
     assert result.evidence is None
     assert result.reason
     assert result.transcript[-1] == {

@@ -161,13 +161,13 @@ def test_unstorable_text_is_refused_naming_the_field(
     data = make(private_sigstore)
     result = evidence_ingest(data=data, artifact=None, filename=filename, user=None, channel="api")
 
-    outcome = (result.verdict, result.failed_step, result.http_status)
-    assert outcome == (*refusal, 422), result.reason
+    outcome = (result.verdict, result.failed_step, result.outcome)
+    assert outcome == (*refusal, "refused"), result.reason
     assert names in result.reason
     assert not Evidence.objects.exists()
     assert not Signer.objects.exists()
     log = UploadLog.objects.get()
-    assert (log.verdict, log.failed_step, log.http_status) == (*refusal, 422)
+    assert (log.verdict, log.failed_step, log.outcome) == (*refusal, "refused")
     assert NUL not in log.reason
     assert NUL not in log.filename
     assert NUL not in json.dumps(log.transcript, ensure_ascii=False)
@@ -194,5 +194,5 @@ def test_the_api_answers_422_for_unstorable_evidence(
     body = response.json()
     assert (body["verdict"], body["failed_step"]) == refusal
     assert names in body["reason"]
-    assert UploadLog.objects.get().http_status == 422
+    assert UploadLog.objects.get().outcome == "refused"
     assert not Evidence.objects.exists()

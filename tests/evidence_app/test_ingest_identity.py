@@ -88,8 +88,8 @@ def _directory(bundle: bytes) -> dict[str, bytes]:
 
 
 def _assert_same_record(first: Any, again: Any) -> None:
-    assert (first.http_status, first.created) == (201, True), first.reason
-    assert (again.verdict, again.http_status, again.created) == ("verified", 200, False), (
+    assert (first.outcome, first.created) == ("created", True), first.reason
+    assert (again.verdict, again.outcome, again.created) == ("verified", "existing", False), (
         again.reason
     )
     assert again.evidence.pk == first.evidence.pk
@@ -200,7 +200,7 @@ def test_the_same_statement_by_another_signer_is_another_record(
 
     first, second = ingest(bundle), ingest(other)
 
-    assert (first.http_status, second.http_status) == (201, 201)
+    assert (first.outcome, second.outcome) == ("created", "created")
     assert first.evidence.payload_sha256 == second.evidence.payload_sha256
     assert first.evidence.signer_id != second.evidence.signer_id
     assert Evidence.objects.count() == 2
@@ -293,7 +293,7 @@ def test_an_oci_copy_of_a_stored_statement_is_the_same_record(
         celery_app.conf.task_always_eager = eager
     log.refresh_from_db()
 
-    assert (log.verdict, log.http_status, log.created) == ("verified", 200, False), log.reason
+    assert (log.verdict, log.outcome, log.created) == ("verified", "existing", False), log.reason
     assert log.evidence_id == first.evidence.pk
     assert Evidence.objects.count() == 1
 
@@ -310,7 +310,7 @@ def test_the_same_bytes_as_a_duplicate_withdrawn_by_the_migration_answer_with_it
 
     again = ingest(bundle)
 
-    assert (again.http_status, again.created) == (200, False), again.reason
+    assert (again.outcome, again.created) == ("existing", False), again.reason
     assert again.evidence.pk == first.evidence.pk
     assert "has these exact bytes" in again.reason
     assert "stays withdrawn" in again.reason

@@ -48,7 +48,7 @@ def test_it_verifies_stores_and_classifies_first_party_evidence(
 
     result = ingest(signed.bundle)
 
-    assert (result.verdict, result.http_status, result.created) == ("verified", 201, True)
+    assert (result.verdict, result.outcome, result.created) == ("verified", "created", True)
     assert result.failed_step == ""
     assert [s["step"] for s in result.transcript] == STEPS
     assert all(s["ok"] for s in result.transcript)
@@ -85,11 +85,11 @@ def test_it_verifies_stores_and_classifies_first_party_evidence(
     history = SignerClassChange.objects.get(signer=evidence.signer)
     assert (history.from_class, history.to_class, history.to_counted) == ("", "first-party", True)
     log = UploadLog.objects.get()
-    assert (log.evidence, log.verdict, log.created, log.http_status) == (
+    assert (log.evidence, log.verdict, log.created, log.outcome) == (
         evidence,
         "verified",
         True,
-        201,
+        "created",
     )
 
 
@@ -116,7 +116,7 @@ def test_it_stores_an_unknown_signer_as_reported_and_never_counts_it(
 ) -> None:
     result = ingest(_sign(private_sigstore, example_recipe, UNKNOWN_IDENTITY).bundle)
 
-    assert (result.verdict, result.http_status) == ("verified", 201)
+    assert (result.verdict, result.outcome) == ("verified", "created")
     assert result.signer["class"] == "reported"
     assert result.signer["counted"] is False
     assert "not on the allowlist" in result.transcript[-1]["detail"]
@@ -133,10 +133,10 @@ def test_it_refuses_private_evidence_against_the_production_root_only(
 
     result = ingest(_sign(private_sigstore, example_recipe, FIRST_PARTY_IDENTITY).bundle)
 
-    assert (result.verdict, result.failed_step, result.http_status) == (
+    assert (result.verdict, result.failed_step, result.outcome) == (
         "invalid",
         "signature",
-        422,
+        "refused",
     )
     assert result.reason.startswith("CertValidationError")
     assert not Evidence.objects.exists()
@@ -151,8 +151,8 @@ def test_it_keeps_one_record_for_the_same_bytes_uploaded_twice(
     first = ingest(bundle)
     second = ingest(bundle)
 
-    assert (first.http_status, first.created) == (201, True)
-    assert (second.http_status, second.created, second.verdict) == (200, False, "verified")
+    assert (first.outcome, first.created) == ("created", True)
+    assert (second.outcome, second.created, second.verdict) == ("existing", False, "verified")
     assert second.evidence == first.evidence
     assert f"#{first.evidence.pk}" in second.reason
     assert Evidence.objects.count() == 1

@@ -116,7 +116,7 @@ def test_the_policy_is_read_once_while_nothing_changes(
     # The same bytes again: nothing new is written but the UploadLog row.
     count = Evidence.objects.count()
     again_result = ingest(bundle)
-    assert (again_result.http_status, again_result.created) == (200, False)
+    assert (again_result.outcome, again_result.created) == ("existing", False)
     assert Evidence.objects.count() == count
     assert UploadLog.objects.filter(sha256=result.evidence.sha256).count() == 2
 

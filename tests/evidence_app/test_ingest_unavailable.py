@@ -22,9 +22,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.test import Client
 
-from evidence_app.models import Evidence, UploadLog
+from evidence_app.models import Evidence, UploadLog, UploadOutcome
 from evidence_app.services import ingest as ingest_module
 from evidence_app.services import signers, trust_roots
+from evidence_app.services.ingest import service as ingest_service
+from evidence_app.services.ingest import upload_log as ingest_upload_log
 from evidence_app.services.tokens import token_create, user_with_role
 from recipes_app.models import Catalog, Recipe
 from tests.evidence_factories import (
@@ -95,7 +97,7 @@ class LockBeforeStore:
         self.monkeypatch = monkeypatch
         self.stack = contextlib.ExitStack()
         self.models: tuple[Any, ...] = ()
-        bind = ingest_module._bind
+        bind = ingest_service.bind_recipe
 
         def bind_then_lock(*args: Any) -> Any:
             found = bind(*args)
@@ -104,14 +106,16 @@ class LockBeforeStore:
                 self.models = ()
             return found
 
-        monkeypatch.setattr(ingest_module, "_bind", bind_then_lock)
+        monkeypatch.setattr(ingest_service, "bind_recipe", bind_then_lock)
 
     def arm(self, *models: Any, until_log_retry: bool = True) -> None:
         """``until_log_retry``: the contention ends while ingest pauses before writing the
         upload log (as a busy SQLite writer finishes); else it outlasts every retry."""
         self.models = models
         self.monkeypatch.setattr(
-            ingest_module, "time", SimpleNamespace(sleep=self._pause if until_log_retry else _no)
+            ingest_upload_log,
+            "time",
+            SimpleNamespace(sleep=self._pause if until_log_retry else _no),
         )
 
     def _pause(self, seconds: float) -> None:
@@ -149,7 +153,7 @@ def test_a_locked_evidence_table_answers_503_with_retry_after_and_a_log_row(
     assert "retry in" in body["reason"]
     assert not Evidence.objects.exists()
     log = UploadLog.objects.get()
-    assert (log.http_status, log.failed_step, log.evidence_id) == (503, "store", None)
+    assert (log.outcome, log.failed_step, log.evidence_id) == ("busy", "store", None)
 
 
 def test_the_upload_form_answers_503_too(bundle: bytes, lock: LockBeforeStore) -> None:
@@ -165,7 +169,7 @@ def test_the_upload_form_answers_503_too(bundle: bytes, lock: LockBeforeStore) -
     assert response.status_code == 503, page[:300]
     assert response["Retry-After"] == str(ingest_module.RETRY_AFTER_SECONDS)
     assert "Not stored: please retry" in page
-    assert UploadLog.objects.get().http_status == 503
+    assert UploadLog.objects.get().outcome == "busy"
 
 
 def test_when_the_log_cannot_be_written_either_it_says_so(
@@ -180,7 +184,7 @@ def test_when_the_log_cannot_be_written_either_it_says_so(
             data=bundle, artifact=None, filename="e.json", user=None, channel="api"
         )
 
-    assert (result.http_status, result.retry_after) == (503, ingest_module.RETRY_AFTER_SECONDS)
+    assert (result.outcome, result.retry_after) == ("busy", ingest_module.RETRY_AFTER_SECONDS)
     assert result.upload is None
     assert any("upload log NOT written after 3 tries" in r.getMessage() for r in caplog.records)
 
@@ -197,11 +201,11 @@ def test_the_same_upload_is_stored_once_the_lock_is_gone(
     refused = upload()
     stored = upload()
 
-    assert (refused.http_status, stored.http_status) == (503, 201)
+    assert (refused.outcome, stored.outcome) == ("busy", "created")
     assert Evidence.objects.count() == 1
-    assert list(UploadLog.objects.order_by("pk").values_list("http_status", flat=True)) == [
-        503,
-        201,
+    assert list(UploadLog.objects.order_by("pk").values_list("outcome", flat=True)) == [
+        "busy",
+        "created",
     ]
 
 
@@ -210,9 +214,13 @@ def test_a_refusal_before_reading_stands_when_its_log_cannot_be_written(
 ) -> None:
     with caplog.at_level(logging.ERROR), tables_locked(UploadLog):
         result = ingest_module.upload_refused(
-            user=None, channel="api", size=10**9, reason="too large", http_status=413
+            user=None,
+            channel="api",
+            size=10**9,
+            reason="too large",
+            outcome=UploadOutcome.TOO_LARGE,
         )
 
-    assert (result.http_status, result.upload) == (413, None)
+    assert (result.outcome, result.upload) == ("too_large", None)
     assert not UploadLog.objects.exists()
     assert any("upload log NOT written" in r.getMessage() for r in caplog.records)

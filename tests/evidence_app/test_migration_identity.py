@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-from typing import Any
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from evidence_app.models import Evidence
 from evidence_app.services import trust_roots
@@ -21,21 +18,12 @@ from tests.evidence_factories import (
     example_statement,
     signed_example_tarball,
 )
+from tests.migration_steps import migrate_to
 from tests.sigstore_private import PrivateSigstore, statement_bytes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("evidence_app", "0004_evidence_withdrawn_index")]
-
-
-def _migrate(target: list[tuple[str, str]] | None = None) -> Any:
-    """Migrate to ``target`` (default: every app's latest migration, as the other tests
-    expect the schema to be afterwards)."""
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    target = target or executor.loader.graph.leaf_nodes()
-    executor.migrate(target)
-    return executor.loader.project_state(target).apps
 
 
 def test_it_fills_the_identity_and_withdraws_rewrapped_copies(
@@ -48,7 +36,7 @@ def test_it_fills_the_identity_and_withdraws_rewrapped_copies(
     )
     tarball = signed_example_tarball(signed.bundle)
     wrappers = [tarball, gzip.compress(gzip.decompress(tarball), compresslevel=1), signed.bundle]
-    apps = _migrate(BEFORE)
+    apps = migrate_to(BEFORE)
     try:
         old_signer = apps.get_model("evidence_app", "Signer").objects.create(
             kind="keyless",
@@ -81,7 +69,7 @@ def test_it_fills_the_identity_and_withdraws_rewrapped_copies(
             for data in wrappers
         ]
     finally:
-        _migrate()
+        migrate_to()
 
     rows = {e.pk: e for e in Evidence.objects.all()}
     payload = hashlib.sha256(statement_bytes(example_statement())).hexdigest()

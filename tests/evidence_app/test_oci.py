@@ -106,11 +106,11 @@ def test_it_refuses_a_tag_at_once_without_contacting_anything(
 ) -> None:
     log = _request("127.0.0.1:9/aicr-evidence:latest", django_capture_on_commit_callbacks)
 
-    assert (log.state, log.verdict, log.failed_step, log.http_status) == (
+    assert (log.state, log.verdict, log.failed_step, log.outcome) == (
         "done",
         "rejected",
         "parse",
-        422,
+        "refused",
     )
     assert "pin it by digest" in log.reason
     assert log.attempts == 0
@@ -147,7 +147,7 @@ def test_it_pulls_verifies_and_stores_a_bundle_by_digest(
 
     log = _request(ref, django_capture_on_commit_callbacks)
 
-    assert (log.state, log.verdict, log.http_status, log.attempts) == ("done", "verified", 201, 1)
+    assert (log.state, log.verdict, log.outcome, log.attempts) == ("done", "verified", "created", 1)
     evidence = Evidence.objects.get()
     assert log.evidence == evidence
     assert bytes(evidence.content) == bundle

@@ -160,7 +160,7 @@ def test_it_pulls_and_verifies_an_oci_reference_on_a_real_worker(
             break
         time.sleep(0.25)
     assert log.state == UploadState.DONE, worker.read_text()[-4000:]
-    assert (log.verdict, log.http_status, log.attempts) == ("verified", 201, 1), log.reason
+    assert (log.verdict, log.outcome, log.attempts) == ("verified", "created", 1), log.reason
     evidence = Evidence.objects.get()
     assert (evidence.oci_ref, bytes(evidence.content)) == (ref, bundle)
     assert log.evidence == evidence

@@ -118,7 +118,7 @@ def test_it_refuses_a_body_over_the_limit_before_reading_it(
     page = response.content.decode()
     assert "exceeds the limit of 1,000 bytes" in page
     log = UploadLog.objects.get()
-    assert (log.channel, log.http_status, log.size) == ("form", 413, 50 * 1024 * 1024)
+    assert (log.channel, log.outcome, log.size) == ("form", "too_large", 50 * 1024 * 1024)
 
 
 def test_it_needs_the_csrf_token(django_user_model: Any, evidence_db: None) -> None:
