@@ -74,6 +74,11 @@ bench: $(VENV)/.synced
 schema: $(VENV)/.synced
 	DEBUG=1 $(MANAGE) spectacular --validate --file docs/openapi.yaml
 
+# The largest modules and every function over 80 lines (docs/benchmarks.md, "Code size").
+.PHONY: size
+size: $(VENV)/.synced
+	$(PY) bench/code_size.py
+
 # Regenerate the bundled catalog snapshot from the real AICR tree beside the repo.
 snapshot: $(VENV)/.synced
 	$(MANAGE) write_catalog_snapshot ../shared/aicr/recipes \
