@@ -313,7 +313,7 @@ def bench_ingest(n: int, *, profile: bool) -> None:
     from evidence_app.models import Evidence, TrustRoot
     from evidence_app.services import keys, signers, trust_roots
     from evidence_app.verification import load_trust_root
-    from evidence_app.verification.signature import pae
+    from evidence_app.verification.keyed import pae
     from recipes_app.models import Recipe
     from tests.sigstore_private import PrivateSigstore, generate_key, public_pem, sign_dsse_with_key
 

@@ -40,7 +40,7 @@ from evidence_app.verification import (  # noqa: E402
     production_root,
     verify_signature,
 )
-from evidence_app.verification.signature import pae  # noqa: E402
+from evidence_app.verification.keyed import pae  # noqa: E402
 from evidence_app.verification.trust import load_trust_root_file  # noqa: E402
 
 FIXTURES = REPO / "tests" / "data" / "fixtures" / "sigstore"

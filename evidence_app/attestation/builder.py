@@ -108,7 +108,6 @@ def rfc3339(when: datetime) -> str:
 def build_summary_bundle(inputs: BundleInput) -> SummaryBundleFiles:
     """The bundle's files and statement (unsigned)."""
     recipe = inputs.recipe
-    digest = recipe.digest
     attested_at = rfc3339(inputs.attested_at)
     snapshot = redact_snapshot(inputs.snapshot) if inputs.redact else dict(inputs.snapshot)
     bom, component_count = synthesize_bom(
@@ -128,6 +127,47 @@ def build_summary_bundle(inputs: BundleInput) -> SummaryBundleFiles:
         "snapshot.yaml": snapshot_yaml,
         "bom.cdx.json": bom,
     }
+    phases = _add_ctrf_reports(files, inputs)
+    manifest, file_count = _manifest(files)
+    fingerprint = fingerprint_of(inputs.snapshot)
+    predicate: dict[str, Any] = {
+        "aicrVersion": inputs.aicr_version,
+        "attestedAt": attested_at,
+        "bom": {
+            "digest": f"sha256:{_sha(bom)}",
+            "format": FORMAT,
+            "imageCount": component_count,
+            "version": SPEC_VERSION,
+        },
+        "criteriaMatch": criteria_match(recipe.criteria, fingerprint),
+        "fingerprint": fingerprint,
+        "manifest": {"digest": f"sha256:{_sha(manifest)}", "fileCount": file_count},
+        "phases": phases,
+        "recipe": {"digest": recipe.digest, "name": recipe.name},
+        "schemaVersion": SCHEMA_VERSION,
+        "validatorCatalogVersion": inputs.validator_catalog_version,
+        "validatorImages": [
+            {"digest": "", "image": image} for image in sorted(set(inputs.validator_images))
+        ],
+    }
+    if inputs.redact:
+        predicate["redaction"] = redaction_predicate()
+    statement = marshal(
+        {
+            "_type": STATEMENT_TYPE,
+            "subject": [{"name": f"recipe:{recipe.name}", "digest": {"sha256": recipe.digest}}],
+            "predicateType": PREDICATE_V1,
+            "predicate": _sorted_keys(predicate),
+        }
+    )
+    files[MANIFEST] = manifest
+    files[STATEMENT] = statement
+    return SummaryBundleFiles(files=files, statement=statement, recipe_digest=recipe.digest)
+
+
+def _add_ctrf_reports(files: dict[str, bytes], inputs: BundleInput) -> dict[str, Any]:
+    """Add each phase's CTRF report (redacted when asked) to ``files``; the predicate's
+    ``phases``: each report's counts and digest."""
     phases: dict[str, Any] = {}
     for phase, report in inputs.phase_reports.items():
         try:
@@ -139,6 +179,11 @@ def build_summary_bundle(inputs: BundleInput) -> SummaryBundleFiles:
             ) from None
         files[f"ctrf/{phase}.json"] = data
         phases[phase] = {**summary, "ctrfDigest": f"sha256:{_sha(data)}"}
+    return phases
+
+
+def _manifest(files: Mapping[str, bytes]) -> tuple[bytes, int]:
+    """``manifest.json`` over ``files`` (path order), and how many files it lists."""
     manifest_doc = {
         "schemaVersion": SCHEMA_VERSION,
         "files": [
@@ -153,38 +198,4 @@ def build_summary_bundle(inputs: BundleInput) -> SummaryBundleFiles:
             for path, content in sorted(files.items())
         ],
     }
-    manifest = marshal_indent(manifest_doc)
-    fingerprint = fingerprint_of(inputs.snapshot)
-    predicate: dict[str, Any] = {
-        "aicrVersion": inputs.aicr_version,
-        "attestedAt": attested_at,
-        "bom": {
-            "digest": f"sha256:{_sha(bom)}",
-            "format": FORMAT,
-            "imageCount": component_count,
-            "version": SPEC_VERSION,
-        },
-        "criteriaMatch": criteria_match(recipe.criteria, fingerprint),
-        "fingerprint": fingerprint,
-        "manifest": {"digest": f"sha256:{_sha(manifest)}", "fileCount": len(manifest_doc["files"])},
-        "phases": phases,
-        "recipe": {"digest": digest, "name": recipe.name},
-        "schemaVersion": SCHEMA_VERSION,
-        "validatorCatalogVersion": inputs.validator_catalog_version,
-        "validatorImages": [
-            {"digest": "", "image": image} for image in sorted(set(inputs.validator_images))
-        ],
-    }
-    if inputs.redact:
-        predicate["redaction"] = redaction_predicate()
-    statement = marshal(
-        {
-            "_type": STATEMENT_TYPE,
-            "subject": [{"name": f"recipe:{recipe.name}", "digest": {"sha256": digest}}],
-            "predicateType": PREDICATE_V1,
-            "predicate": _sorted_keys(predicate),
-        }
-    )
-    files[MANIFEST] = manifest
-    files[STATEMENT] = statement
-    return SummaryBundleFiles(files=files, statement=statement, recipe_digest=digest)
+    return marshal_indent(manifest_doc), len(files)

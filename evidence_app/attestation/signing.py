@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from evidence_app.verification.signature import pae
+from evidence_app.verification.keyed import pae
 
 IN_TOTO = "application/vnd.in-toto+json"
 BUNDLE_V03 = "application/vnd.dev.sigstore.bundle.v0.3+json"

@@ -11,13 +11,9 @@ values. Binding to recipes and classifying signers are the Django app's steps.
 from .bundle import BundleError, ParsedBundle, parse_bundle
 from .commands import VerifyCommand, anchored_identity_regexp, commands_for
 from .ctrf import CtrfError, CtrfReport, CtrfTest, parse_ctrf
-from .signature import (
-    SignatureOutcome,
-    SignerClaims,
-    verify_keyed,
-    verify_keyless,
-    verify_signature,
-)
+from .keyed import verify_keyed
+from .outcome import SignatureOutcome, SignerClaims
+from .signature import verify_keyless, verify_signature
 from .statement import AicrStatement, StatementError, parse_statement
 from .summary_bundle import SummaryBundle, SummaryBundleError, read_summary_bundle
 from .transcript import Transcript, TranscriptStep

@@ -194,6 +194,48 @@ def parse_bundle(data: bytes | str, *, max_bytes: int = MAX_BUNDLE_BYTES) -> Par
 
     Raises ``BundleError`` naming the offending field. Nothing is verified.
     """
+    raw, doc = _load_document(data, max_bytes=max_bytes)
+    digest = hashlib.sha256(raw).hexdigest()
+    media_type = doc.get("mediaType")
+    if media_type is None:
+        return _bare_envelope(raw, digest, doc)
+    version = _bundle_version(media_type)
+    vm = _obj(doc.get("verificationMaterial"), "bundle.verificationMaterial")
+    material, certificate_der, hint = _signing_material(vm)
+    entries = _tlog_entries(vm)
+    timestamps = _timestamp_count(vm)
+
+    has_dsse = doc.get("dsseEnvelope") is not None
+    has_msg = doc.get("messageSignature") is not None
+    if has_dsse == has_msg:
+        raise BundleError(
+            "bundle: expected exactly one of dsseEnvelope or messageSignature"
+            if has_dsse
+            else "bundle: no dsseEnvelope or messageSignature (nothing is signed)"
+        )
+    common: dict[str, Any] = {
+        "raw": raw,
+        "sha256": digest,
+        "media_type": media_type,
+        "version": version,
+        "material": material,
+        "certificate_der": certificate_der,
+        "public_key_hint": hint,
+        "tlog_entries": entries,
+        "rfc3161_timestamps": timestamps,
+        "document": doc,
+    }
+    if has_dsse:
+        env = _obj(doc["dsseEnvelope"], "bundle.dsseEnvelope")
+        payload_type, payload, sigs = _parse_envelope(env, "dsseEnvelope")
+        return ParsedBundle(
+            content="dsse", payload_type=payload_type, payload=payload, signatures=sigs, **common
+        )
+    return _message_signature(doc, common)
+
+
+def _load_document(data: bytes | str, *, max_bytes: int) -> tuple[bytes, dict[str, Any]]:
+    """The bytes and their JSON object, read under the size, depth and key limits."""
     raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     if len(raw) > max_bytes:
         raise BundleError(f"bundle: {len(raw)} bytes exceeds the limit of {max_bytes}")
@@ -210,54 +252,56 @@ def parse_bundle(data: bytes | str, *, max_bytes: int = MAX_BUNDLE_BYTES) -> Par
         raise BundleError(str(exc)) from None
     if not isinstance(doc, dict):
         raise BundleError("bundle: the document is not a JSON object")
-    digest = hashlib.sha256(raw).hexdigest()
+    return raw, doc
 
-    media_type = doc.get("mediaType")
-    if media_type is None:
-        if {"payload", "payloadType", "signatures"} <= doc.keys():
-            payload_type, payload, sigs = _parse_envelope(doc, "envelope")
-            return ParsedBundle(
-                raw=raw,
-                sha256=digest,
-                media_type=None,
-                version=None,
-                content="dsse",
-                material="none",
-                payload_type=payload_type,
-                payload=payload,
-                signatures=sigs,
-                document=doc,
-            )
-        if {"base64Signature"} <= doc.keys() or "rekorBundle" in doc:
-            raise BundleError(
-                "legacy cosign bundle (base64Signature/cert/rekorBundle) is not a Sigstore bundle; "
-                "re-sign with cosign >= 3 or --new-bundle-format",
-                unsupported=True,
-            )
-        raise BundleError("bundle.mediaType: missing (not a Sigstore bundle)")
+
+def _bare_envelope(raw: bytes, digest: str, doc: dict[str, Any]) -> ParsedBundle:
+    """A document without ``mediaType``: a bare DSSE envelope, or refused (a legacy cosign
+    bundle is named as such)."""
+    if {"payload", "payloadType", "signatures"} <= doc.keys():
+        payload_type, payload, sigs = _parse_envelope(doc, "envelope")
+        return ParsedBundle(
+            raw=raw,
+            sha256=digest,
+            media_type=None,
+            version=None,
+            content="dsse",
+            material="none",
+            payload_type=payload_type,
+            payload=payload,
+            signatures=sigs,
+            document=doc,
+        )
+    if {"base64Signature"} <= doc.keys() or "rekorBundle" in doc:
+        raise BundleError(
+            "legacy cosign bundle (base64Signature/cert/rekorBundle) is not a Sigstore bundle; "
+            "re-sign with cosign >= 3 or --new-bundle-format",
+            unsupported=True,
+        )
+    raise BundleError("bundle.mediaType: missing (not a Sigstore bundle)")
+
+
+def _bundle_version(media_type: Any) -> str:
     if not isinstance(media_type, str):
         raise BundleError("bundle.mediaType: expected a string")
     version = MEDIA_TYPES.get(media_type)
-    if version is None:
-        if media_type.startswith(_SIGSTORE_PREFIX):
-            raise BundleError(
-                f"bundle.mediaType: {media_type[:120]!r} is not a supported bundle version "
-                "(v0.1-v0.3)",
-                unsupported=True,
-            )
+    if version is not None:
+        return version
+    if media_type.startswith(_SIGSTORE_PREFIX):
         raise BundleError(
-            f"bundle.mediaType: {media_type[:120]!r} is not a Sigstore bundle media type"
+            f"bundle.mediaType: {media_type[:120]!r} is not a supported bundle version (v0.1-v0.3)",
+            unsupported=True,
         )
+    raise BundleError(f"bundle.mediaType: {media_type[:120]!r} is not a Sigstore bundle media type")
 
-    vm = _obj(doc.get("verificationMaterial"), "bundle.verificationMaterial")
-    certificate_der: bytes | None = None
-    hint: str | None = None
-    material: Material
+
+def _signing_material(vm: dict[str, Any]) -> tuple[Material, bytes | None, str | None]:
+    """What signed: a certificate (or a chain's leaf) in DER, or a public key's hint."""
     if vm.get("certificate") is not None:
         cert = _obj(vm["certificate"], "verificationMaterial.certificate")
-        certificate_der = _b64(cert.get("rawBytes"), "verificationMaterial.certificate.rawBytes")
-        material = "certificate"
-    elif vm.get("x509CertificateChain") is not None:
+        der = _b64(cert.get("rawBytes"), "verificationMaterial.certificate.rawBytes")
+        return "certificate", der, None
+    if vm.get("x509CertificateChain") is not None:
         chain = _obj(vm["x509CertificateChain"], "verificationMaterial.x509CertificateChain")
         certs = _list(
             chain.get("certificates"),
@@ -267,17 +311,17 @@ def parse_bundle(data: bytes | str, *, max_bytes: int = MAX_BUNDLE_BYTES) -> Par
         if not certs:
             raise BundleError("verificationMaterial.x509CertificateChain: empty certificate chain")
         first = _obj(certs[0], "verificationMaterial.x509CertificateChain.certificates[0]")
-        certificate_der = _b64(
+        der = _b64(
             first.get("rawBytes"), "verificationMaterial.x509CertificateChain.certificates[0]"
         )
-        material = "x509_chain"
-    elif vm.get("publicKey") is not None:
+        return "x509_chain", der, None
+    if vm.get("publicKey") is not None:
         pk = _obj(vm["publicKey"], "verificationMaterial.publicKey")
-        hint = _opt_text(pk.get("hint"), "verificationMaterial.publicKey.hint")
-        material = "public_key"
-    else:
-        raise BundleError("verificationMaterial: no certificate, x509CertificateChain or publicKey")
+        return "public_key", None, _opt_text(pk.get("hint"), "verificationMaterial.publicKey.hint")
+    raise BundleError("verificationMaterial: no certificate, x509CertificateChain or publicKey")
 
+
+def _tlog_entries(vm: dict[str, Any]) -> tuple[TlogEntryInfo, ...]:
     entries: list[TlogEntryInfo] = []
     for i, entry in enumerate(
         _list(vm.get("tlogEntries"), "verificationMaterial.tlogEntries", limit=_MAX_TLOG_ENTRIES)
@@ -300,45 +344,25 @@ def parse_bundle(data: bytes | str, *, max_bytes: int = MAX_BUNDLE_BYTES) -> Par
                 has_inclusion_proof=entry_obj.get("inclusionProof") is not None,
             )
         )
+    return tuple(entries)
+
+
+def _timestamp_count(vm: dict[str, Any]) -> int:
     tsv = _opt_obj(
         vm.get("timestampVerificationData"), "verificationMaterial.timestampVerificationData"
     )
-    timestamps = 0
-    if tsv is not None:
-        timestamps = len(
-            _list(
-                tsv.get("rfc3161Timestamps"),
-                "verificationMaterial.timestampVerificationData.rfc3161Timestamps",
-                limit=_MAX_TIMESTAMPS,
-            )
+    if tsv is None:
+        return 0
+    return len(
+        _list(
+            tsv.get("rfc3161Timestamps"),
+            "verificationMaterial.timestampVerificationData.rfc3161Timestamps",
+            limit=_MAX_TIMESTAMPS,
         )
+    )
 
-    has_dsse = doc.get("dsseEnvelope") is not None
-    has_msg = doc.get("messageSignature") is not None
-    if has_dsse == has_msg:
-        raise BundleError(
-            "bundle: expected exactly one of dsseEnvelope or messageSignature"
-            if has_dsse
-            else "bundle: no dsseEnvelope or messageSignature (nothing is signed)"
-        )
-    common: dict[str, Any] = {
-        "raw": raw,
-        "sha256": digest,
-        "media_type": media_type,
-        "version": version,
-        "material": material,
-        "certificate_der": certificate_der,
-        "public_key_hint": hint,
-        "tlog_entries": tuple(entries),
-        "rfc3161_timestamps": timestamps,
-        "document": doc,
-    }
-    if has_dsse:
-        env = _obj(doc["dsseEnvelope"], "bundle.dsseEnvelope")
-        payload_type, payload, sigs = _parse_envelope(env, "dsseEnvelope")
-        return ParsedBundle(
-            content="dsse", payload_type=payload_type, payload=payload, signatures=sigs, **common
-        )
+
+def _message_signature(doc: dict[str, Any], common: dict[str, Any]) -> ParsedBundle:
     msg = _obj(doc["messageSignature"], "bundle.messageSignature")
     signature = _b64(msg.get("signature"), "messageSignature.signature")
     algorithm = None

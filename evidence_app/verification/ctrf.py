@@ -158,11 +158,32 @@ def parse_ctrf(
     tool = results.get("tool") or {}
     if not isinstance(tool, dict):
         raise CtrfError("results.tool", "expected an object", file=file)
-    summary_obj = results.get("summary")
-    if not isinstance(summary_obj, dict):
-        raise CtrfError("results.summary", "expected an object", file=file)
+    summary = _summary(results.get("summary"), file=file)
+    raw_tests = results.get("tests")
+    if not isinstance(raw_tests, list):
+        raise CtrfError("results.tests", "expected a list", file=file)
+    if len(raw_tests) > MAX_TESTS:
+        raise CtrfError("results.tests", f"more than {MAX_TESTS} tests", file=file)
+    tests = tuple(
+        _test(item, f"results.tests[{i}]", file=file, phase=phase)
+        for i, item in enumerate(raw_tests)
+    )
+    return CtrfReport(
+        tool_name=_opt_text(tool, "name", "results.tool", file=file),
+        tool_version=_opt_text(tool, "version", "results.tool", file=file),
+        spec_version=_opt_text(doc, "specVersion", "", file=file),
+        timestamp=_opt_text(doc, "timestamp", "", file=file),
+        summary=summary,
+        tests=tests,
+        phase=phase,
+    )
+
+
+def _summary(summary_obj: Any, *, file: str | None) -> CtrfSummary:
     w = "results.summary"
-    summary = CtrfSummary(
+    if not isinstance(summary_obj, dict):
+        raise CtrfError(w, "expected an object", file=file)
+    return CtrfSummary(
         tests=_count(summary_obj, "tests", w, file=file),
         passed=_count(summary_obj, "passed", w, file=file),
         failed=_count(summary_obj, "failed", w, file=file),
@@ -172,77 +193,61 @@ def parse_ctrf(
         start=_opt_int(summary_obj, "start", w, file=file),
         stop=_opt_int(summary_obj, "stop", w, file=file),
     )
-    raw_tests = results.get("tests")
-    if not isinstance(raw_tests, list):
-        raise CtrfError("results.tests", "expected a list", file=file)
-    if len(raw_tests) > MAX_TESTS:
-        raise CtrfError("results.tests", f"more than {MAX_TESTS} tests", file=file)
-    tests = []
-    for i, item in enumerate(raw_tests):
-        where = f"results.tests[{i}]"
-        if not isinstance(item, dict):
-            raise CtrfError(where, "expected an object", file=file)
-        name = _text(item.get("name"), f"{where}.name", file=file, limit=512)
-        if not name.strip():
-            raise CtrfError(f"{where}.name", "must not be empty", file=file)
-        raw_status = _text(item.get("status"), f"{where}.status", file=file, limit=32)
-        status = raw_status if raw_status in STATUSES else "other"
-        duration = item.get("duration")
-        if duration is not None and (
-            isinstance(duration, bool) or not isinstance(duration, int | float)
-        ):
-            raise CtrfError(f"{where}.duration", "expected a number", file=file)
-        suite_raw = item.get("suite")
-        if suite_raw is None:
-            suite: tuple[str, ...] = ()
-        elif isinstance(suite_raw, str):
-            suite = (_text(suite_raw, f"{where}.suite", file=file, limit=256),)
-        elif isinstance(suite_raw, list) and len(suite_raw) <= 16:
-            suite = tuple(
-                _text(s, f"{where}.suite[{j}]", file=file, limit=256)
-                for j, s in enumerate(suite_raw)
-            )
-        else:
-            raise CtrfError(f"{where}.suite", "expected a string or a short list", file=file)
-        stdout_raw = item.get("stdout")
-        if stdout_raw is None:
-            stdout: tuple[str, ...] = ()
-        elif isinstance(stdout_raw, list):
-            if len(stdout_raw) > MAX_STDOUT_LINES:
-                stdout_raw = stdout_raw[:MAX_STDOUT_LINES]
-            stdout = tuple(
-                _text(s, f"{where}.stdout[{j}]", file=file) for j, s in enumerate(stdout_raw)
-            )
-        elif isinstance(stdout_raw, str):
-            stdout = tuple(
-                _text(stdout_raw, f"{where}.stdout", file=file, limit=64 * 1024).splitlines()[
-                    :MAX_STDOUT_LINES
-                ]
-            )
-        else:
-            raise CtrfError(f"{where}.stdout", "expected a list of lines", file=file)
-        extra = item.get("extra") or {}
-        if not isinstance(extra, dict):
-            raise CtrfError(f"{where}.extra", "expected an object", file=file)
-        tests.append(
-            CtrfTest(
-                name=name,
-                status=status,
-                raw_status=raw_status,
-                duration_ms=float(duration) if duration is not None else None,
-                suite=suite,
-                phase=suite[0] if suite else phase,
-                stdout=stdout,
-                message=_opt_text(item, "message", where, file=file),
-                extra=extra,
-            )
-        )
-    return CtrfReport(
-        tool_name=_opt_text(tool, "name", "results.tool", file=file),
-        tool_version=_opt_text(tool, "version", "results.tool", file=file),
-        spec_version=_opt_text(doc, "specVersion", "", file=file),
-        timestamp=_opt_text(doc, "timestamp", "", file=file),
-        summary=summary,
-        tests=tuple(tests),
-        phase=phase,
+
+
+def _test(item: Any, where: str, *, file: str | None, phase: str | None) -> CtrfTest:
+    """One ``results.tests[]`` entry; a status CTRF does not define counts as ``other``."""
+    if not isinstance(item, dict):
+        raise CtrfError(where, "expected an object", file=file)
+    name = _text(item.get("name"), f"{where}.name", file=file, limit=512)
+    if not name.strip():
+        raise CtrfError(f"{where}.name", "must not be empty", file=file)
+    raw_status = _text(item.get("status"), f"{where}.status", file=file, limit=32)
+    duration = item.get("duration")
+    if duration is not None and (
+        isinstance(duration, bool) or not isinstance(duration, int | float)
+    ):
+        raise CtrfError(f"{where}.duration", "expected a number", file=file)
+    suite = _suite(item.get("suite"), where, file=file)
+    stdout = _stdout(item.get("stdout"), where, file=file)
+    extra = item.get("extra") or {}
+    if not isinstance(extra, dict):
+        raise CtrfError(f"{where}.extra", "expected an object", file=file)
+    return CtrfTest(
+        name=name,
+        status=raw_status if raw_status in STATUSES else "other",
+        raw_status=raw_status,
+        duration_ms=float(duration) if duration is not None else None,
+        suite=suite,
+        phase=suite[0] if suite else phase,
+        stdout=stdout,
+        message=_opt_text(item, "message", where, file=file),
+        extra=extra,
     )
+
+
+def _suite(suite_raw: Any, where: str, *, file: str | None) -> tuple[str, ...]:
+    if suite_raw is None:
+        return ()
+    if isinstance(suite_raw, str):
+        return (_text(suite_raw, f"{where}.suite", file=file, limit=256),)
+    if isinstance(suite_raw, list) and len(suite_raw) <= 16:
+        return tuple(
+            _text(s, f"{where}.suite[{j}]", file=file, limit=256) for j, s in enumerate(suite_raw)
+        )
+    raise CtrfError(f"{where}.suite", "expected a string or a short list", file=file)
+
+
+def _stdout(stdout_raw: Any, where: str, *, file: str | None) -> tuple[str, ...]:
+    """At most ``MAX_STDOUT_LINES`` lines, from a list of lines or one string."""
+    if stdout_raw is None:
+        return ()
+    if isinstance(stdout_raw, list):
+        return tuple(
+            _text(s, f"{where}.stdout[{j}]", file=file)
+            for j, s in enumerate(stdout_raw[:MAX_STDOUT_LINES])
+        )
+    if isinstance(stdout_raw, str):
+        text = _text(stdout_raw, f"{where}.stdout", file=file, limit=64 * 1024)
+        return tuple(text.splitlines()[:MAX_STDOUT_LINES])
+    raise CtrfError(f"{where}.stdout", "expected a list of lines", file=file)

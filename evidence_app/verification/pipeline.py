@@ -17,6 +17,7 @@ from .bundle import BundleError, ParsedBundle, parse_bundle
 from .signature import SignatureOutcome, verify_signature
 from .statement import AicrStatement, StatementError, parse_statement
 from .summary_bundle import (
+    SummaryArchive,
     SummaryBundle,
     SummaryBundleError,
     check_summary_files,
@@ -104,54 +105,12 @@ def verify_evidence(
     against a DSSE statement's subject). ``now``: the clock ``attestedAt`` is checked against.
     ``report_unlisted_issuers``: a keyless signature by an issuer not in ``issuer`` passes,
     flagged (``outcome.signer.issuer_listed``), instead of failing."""
-    transcript = Transcript()
     tarball = is_archive(data)
-    report = VerificationReport(transcript=transcript, kind="tarball" if tarball else "bundle")
-
-    archive = None
-    if tarball:
-        report.media_type = "application/gzip" if data[:2] == b"\x1f\x8b" else "application/x-tar"
-        try:
-            archive = open_summary_bundle(data)
-            bundle_bytes = archive.signed_bundle
-        except SummaryBundleError as exc:
-            transcript.fail("parse", str(exc))
-            return report
-        if bundle_bytes is None:
-            report.unsigned = True
-            transcript.fail(
-                "parse",
-                "unsigned evidence: the archive has no attestation.intoto.jsonl (sign it with "
-                "`aicr evidence publish` or cosign first)",
-            )
-            return report
-        detail = f"tar archive, {len(archive.files)} files in {archive.root or './'}"
-    else:
-        bundle_bytes = data
-        detail = ""
-    try:
-        parsed: ParsedBundle = parse_bundle(bundle_bytes)
-    except BundleError as exc:
-        status = "unsupported: " if exc.unsupported else ""
-        report.outcome = SignatureOutcome(
-            status="unsupported" if exc.unsupported else "invalid", detail=str(exc), step="parse"
-        )
-        transcript.fail("parse", status + str(exc))
+    report = VerificationReport(transcript=Transcript(), kind="tarball" if tarball else "bundle")
+    opened = _parse_step(data, report, tarball=tarball)
+    if opened is None:
         return report
-    if not tarball:
-        report.media_type = parsed.media_type or "application/vnd.dsse.envelope.v1+json"
-    kind = "DSSE" if parsed.content == "dsse" else "message signature"
-    material = "certificate" if parsed.has_certificate else "public key"
-    transcript.ok_step(
-        "parse",
-        "; ".join(
-            filter(
-                None,
-                [detail, f"Sigstore bundle {parsed.version or 'envelope'}, {kind}, {material}"],
-            )
-        ),
-    )
-
+    parsed, archive = opened
     try:
         outcome = verify_signature(
             parsed,
@@ -165,20 +124,87 @@ def verify_evidence(
             report_unlisted_issuers=report_unlisted_issuers,
         )
     except ValueError as exc:
-        # Only configuration can cause this (no enabled trusted root, no accepted issuer).
-        message = str(exc)
-        if "trusted root" in message:
-            message = "no trusted root is enabled for keyless verification"
-        elif "issuer" in message:
-            message = "no OIDC issuer is accepted (EVIDENCE_ACCEPTED_ISSUERS and allowlist empty)"
-        outcome = SignatureOutcome(status="invalid", detail=message, step="signature")
+        outcome = _configuration_failure(exc)
     report.outcome = outcome
     if not outcome.ok:
         key_count = len(public_keys) if public_keys is not None else None
-        transcript.fail("signature", _signature_failure(outcome, key_count))
+        report.transcript.fail("signature", _signature_failure(outcome, key_count))
         return report
-    transcript.ok_step("signature", outcome.detail)
+    report.transcript.ok_step("signature", outcome.detail)
+    statement = _statement_step(
+        report, outcome, allow_artifact_subject=allow_artifact_subject, now=now
+    )
+    if statement is not None and archive is not None:
+        _manifest_step(report, archive, statement)
+    return report
 
+
+def _parse_step(
+    data: bytes, report: VerificationReport, *, tarball: bool
+) -> tuple[ParsedBundle, SummaryArchive | None] | None:
+    """The bundle (from an evidence directory's attestation when ``tarball``) and the
+    directory; ``None`` when parsing failed (the transcript says why)."""
+    transcript = report.transcript
+    archive = None
+    if tarball:
+        report.media_type = "application/gzip" if data[:2] == b"\x1f\x8b" else "application/x-tar"
+        try:
+            archive = open_summary_bundle(data)
+            bundle_bytes = archive.signed_bundle
+        except SummaryBundleError as exc:
+            transcript.fail("parse", str(exc))
+            return None
+        if bundle_bytes is None:
+            report.unsigned = True
+            transcript.fail(
+                "parse",
+                "unsigned evidence: the archive has no attestation.intoto.jsonl (sign it with "
+                "`aicr evidence publish` or cosign first)",
+            )
+            return None
+        detail = f"tar archive, {len(archive.files)} files in {archive.root or './'}"
+    else:
+        bundle_bytes = data
+        detail = ""
+    try:
+        parsed: ParsedBundle = parse_bundle(bundle_bytes)
+    except BundleError as exc:
+        status = "unsupported: " if exc.unsupported else ""
+        report.outcome = SignatureOutcome(
+            status="unsupported" if exc.unsupported else "invalid", detail=str(exc), step="parse"
+        )
+        transcript.fail("parse", status + str(exc))
+        return None
+    if not tarball:
+        report.media_type = parsed.media_type or "application/vnd.dsse.envelope.v1+json"
+    kind = "DSSE" if parsed.content == "dsse" else "message signature"
+    material = "certificate" if parsed.has_certificate else "public key"
+    bundle = f"Sigstore bundle {parsed.version or 'envelope'}, {kind}, {material}"
+    transcript.ok_step("parse", "; ".join(filter(None, [detail, bundle])))
+    return parsed, archive
+
+
+def _configuration_failure(exc: ValueError) -> SignatureOutcome:
+    """Only configuration can make ``verify_signature`` raise (no enabled trusted root, no
+    accepted issuer): a failed signature step that names it."""
+    message = str(exc)
+    if "trusted root" in message:
+        message = "no trusted root is enabled for keyless verification"
+    elif "issuer" in message:
+        message = "no OIDC issuer is accepted (EVIDENCE_ACCEPTED_ISSUERS and allowlist empty)"
+    return SignatureOutcome(status="invalid", detail=message, step="signature")
+
+
+def _statement_step(
+    report: VerificationReport,
+    outcome: SignatureOutcome,
+    *,
+    allow_artifact_subject: bool,
+    now: datetime | None,
+) -> AicrStatement | None:
+    """The verified payload as AICR recipe evidence attested no later than now (and than the
+    log's integration time); ``None`` when it is not (the transcript says why)."""
+    transcript = report.transcript
     try:
         statement = parse_statement(
             outcome.payload,
@@ -187,11 +213,11 @@ def verify_evidence(
         )
     except StatementError as exc:
         transcript.fail("statement", str(exc))
-        return report
+        return None
     future = _future_attestation(statement, outcome, now or datetime.now(UTC))
     if future:
         transcript.fail("statement", future)
-        return report
+        return None
     report.statement = statement
     transcript.ok_step(
         "statement",
@@ -199,21 +225,25 @@ def verify_evidence(
         f"sha256:{statement.recipe_digest[:12]}…, "
         f"attested {statement.attested_at:%Y-%m-%dT%H:%M:%SZ}, AICR {statement.aicr_version}",
     )
+    return statement
 
-    if archive is not None:
-        try:
-            summary = check_summary_files(archive, statement=statement)
-        except SummaryBundleError as exc:
-            report.statement = None
-            transcript.fail("manifest", str(exc))
-            return report
-        report.summary = summary
-        transcript.ok_step(
-            "manifest",
-            f"{len(summary.manifest)} files match manifest.json; CTRF digests match for "
-            + ", ".join(sorted(summary.ctrf)),
-        )
-    return report
+
+def _manifest_step(
+    report: VerificationReport, archive: SummaryArchive, statement: AicrStatement
+) -> None:
+    """An evidence directory's files against ``manifest.json`` and the statement's digests."""
+    try:
+        summary = check_summary_files(archive, statement=statement)
+    except SummaryBundleError as exc:
+        report.statement = None
+        report.transcript.fail("manifest", str(exc))
+        return
+    report.summary = summary
+    report.transcript.ok_step(
+        "manifest",
+        f"{len(summary.manifest)} files match manifest.json; CTRF digests match for "
+        + ", ".join(sorted(summary.ctrf)),
+    )
 
 
 def signed_payload(data: bytes) -> bytes | None:

@@ -451,26 +451,9 @@ def parse_statement_object(
     allow_artifact_subject: bool = False,
 ) -> AicrStatement:
     """``parse_statement`` for an already decoded (bounded) JSON object."""
-    stype = statement.get("_type")
-    if stype != STATEMENT_TYPE:
-        raise StatementError("_type", f"{str(stype)[:100]!r} is not {STATEMENT_TYPE}")
-    ptype = _str(_required(statement, "predicateType", ""), "predicateType", limit=512)
-    version = PREDICATE_TYPES.get(ptype)
-    if version is None:
-        raise StatementError(
-            "predicateType", f"predicate type {ptype[:200]!r} is not AICR recipe evidence"
-        )
+    ptype, version = _predicate_type(statement)
     _check_strings(statement)
-    subjects = _list(_required(statement, "subject", ""), "subject", limit=16)
-    if len(subjects) != 1:
-        raise StatementError("subject", f"expected exactly one subject, got {len(subjects)}")
-    subj = _obj(subjects[0], "subject[0]")
-    subject_name = _str(_required(subj, "name", "subject[0]"), "subject[0].name", limit=1024)
-    digests = _obj(_required(subj, "digest", "subject[0]"), "subject[0].digest")
-    subject_digest = _hex_digest(
-        _required(digests, "sha256", "subject[0].digest"), "subject[0].digest.sha256"
-    )
-
+    subject = _subject(statement)
     predicate = _obj(_required(statement, "predicate", ""), "predicate")
     schema_version = _str(
         _required(predicate, "schemaVersion", "predicate"), "predicate.schemaVersion", limit=32
@@ -479,33 +462,10 @@ def parse_statement_object(
         raise StatementError(
             "predicate.schemaVersion", f"unsupported schema version {schema_version!r} (1.x.y)"
         )
-    recipe = _obj(_required(predicate, "recipe", "predicate"), "predicate.recipe")
-    recipe_name = _str(
-        _required(recipe, "name", "predicate.recipe"), "predicate.recipe.name", limit=253
+    recipe_name, recipe_digest = _recipe(predicate)
+    artifact_subject = _is_artifact_subject(
+        subject, recipe_name, recipe_digest, allowed=allow_artifact_subject
     )
-    if not _RECIPE_NAME.fullmatch(recipe_name):
-        raise StatementError("predicate.recipe.name", f"{recipe_name!r} is not a recipe name")
-    recipe_digest = _hex_digest(
-        _required(recipe, "digest", "predicate.recipe"), "predicate.recipe.digest"
-    )
-
-    artifact_subject = False
-    if subject_name.startswith("recipe:"):
-        if subject_name != f"recipe:{recipe_name}":
-            raise StatementError(
-                "subject[0].name",
-                f"{subject_name!r} does not name the predicate's recipe {recipe_name!r}",
-            )
-        if subject_digest != recipe_digest:
-            raise StatementError(
-                "subject[0].digest.sha256",
-                "does not equal predicate.recipe.digest",
-            )
-    elif allow_artifact_subject:
-        artifact_subject = True
-    else:
-        raise StatementError("subject[0].name", f"expected 'recipe:{recipe_name}'")
-
     profile = None
     if version == "v2":
         profile = _parse_profile(_required(predicate, "profile", "predicate"))
@@ -515,7 +475,7 @@ def parse_statement_object(
     return AicrStatement(
         predicate_type=ptype,
         predicate_version=version,
-        subject=Subject(name=subject_name, sha256=subject_digest),
+        subject=subject,
         recipe_name=recipe_name,
         recipe_digest=recipe_digest,
         schema_version=schema_version,
@@ -546,3 +506,62 @@ def parse_statement_object(
         artifact_subject=artifact_subject,
         predicate=predicate,
     )
+
+
+def _predicate_type(statement: Mapping[str, Any]) -> tuple[str, str]:
+    """The in-toto statement's predicate type and its AICR evidence version."""
+    stype = statement.get("_type")
+    if stype != STATEMENT_TYPE:
+        raise StatementError("_type", f"{str(stype)[:100]!r} is not {STATEMENT_TYPE}")
+    ptype = _str(_required(statement, "predicateType", ""), "predicateType", limit=512)
+    version = PREDICATE_TYPES.get(ptype)
+    if version is None:
+        raise StatementError(
+            "predicateType", f"predicate type {ptype[:200]!r} is not AICR recipe evidence"
+        )
+    return ptype, version
+
+
+def _subject(statement: Mapping[str, Any]) -> Subject:
+    subjects = _list(_required(statement, "subject", ""), "subject", limit=16)
+    if len(subjects) != 1:
+        raise StatementError("subject", f"expected exactly one subject, got {len(subjects)}")
+    subj = _obj(subjects[0], "subject[0]")
+    name = _str(_required(subj, "name", "subject[0]"), "subject[0].name", limit=1024)
+    digests = _obj(_required(subj, "digest", "subject[0]"), "subject[0].digest")
+    digest = _hex_digest(
+        _required(digests, "sha256", "subject[0].digest"), "subject[0].digest.sha256"
+    )
+    return Subject(name=name, sha256=digest)
+
+
+def _recipe(predicate: Mapping[str, Any]) -> tuple[str, str]:
+    """The predicate's recipe name and digest."""
+    recipe = _obj(_required(predicate, "recipe", "predicate"), "predicate.recipe")
+    name = _str(_required(recipe, "name", "predicate.recipe"), "predicate.recipe.name", limit=253)
+    if not _RECIPE_NAME.fullmatch(name):
+        raise StatementError("predicate.recipe.name", f"{name!r} is not a recipe name")
+    digest = _hex_digest(_required(recipe, "digest", "predicate.recipe"), "predicate.recipe.digest")
+    return name, digest
+
+
+def _is_artifact_subject(
+    subject: Subject, recipe_name: str, recipe_digest: str, *, allowed: bool
+) -> bool:
+    """False for the ``recipe:<name>`` subject, which must repeat the predicate's recipe; True
+    for another artifact's subject where that is ``allowed``."""
+    if subject.name.startswith("recipe:"):
+        if subject.name != f"recipe:{recipe_name}":
+            raise StatementError(
+                "subject[0].name",
+                f"{subject.name!r} does not name the predicate's recipe {recipe_name!r}",
+            )
+        if subject.sha256 != recipe_digest:
+            raise StatementError(
+                "subject[0].digest.sha256",
+                "does not equal predicate.recipe.digest",
+            )
+        return False
+    if allowed:
+        return True
+    raise StatementError("subject[0].name", f"expected 'recipe:{recipe_name}'")

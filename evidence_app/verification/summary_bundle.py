@@ -32,7 +32,7 @@ from types import MappingProxyType
 
 from ._json import JSONLimitError, JSONLimits, load_json
 from .ctrf import CtrfError, CtrfReport, parse_ctrf
-from .statement import AicrStatement, StatementError, parse_statement
+from .statement import AicrStatement, PhaseSummary, StatementError, parse_statement
 
 MAX_ARCHIVE_BYTES = 32 * 1024 * 1024
 MAX_UNPACKED_BYTES = 64 * 1024 * 1024
@@ -358,25 +358,62 @@ def check_summary_files(
     if manifest_bytes is None:
         raise SummaryBundleError("missing", file=MANIFEST)
     entries = parse_manifest(manifest_bytes)
+    statement = _statement_of(files, statement)
+    signed_bundle = archive.signed_bundle
+    listed = {e.path: e for e in entries}
+    _check_listed_files(files, entries)
+    manifest_sha256 = _check_manifest_binding(statement, manifest_bytes, entries)
+    if RECIPE not in listed:
+        raise SummaryBundleError("missing from the bundle", file=RECIPE)
+    recipe_yaml = files[RECIPE]
+    ctrf = _ctrf_reports(files, listed, statement)
+    bom = files.get(BOM) if BOM in listed else None
+    if statement.bom is not None:
+        if bom is None:
+            raise SummaryBundleError("missing (predicate.bom names it)", file=BOM)
+        if statement.bom.digest != f"sha256:{_sha256(bom)}":
+            raise SummaryBundleError("sha256 differs from predicate.bom.digest", file=BOM)
+    return SummaryBundle(
+        root=archive.root,
+        files=files,
+        manifest=entries,
+        manifest_sha256=manifest_sha256,
+        statement=statement,
+        statement_bytes=files.get(STATEMENT),
+        signed_bundle=signed_bundle,
+        recipe_yaml=recipe_yaml,
+        recipe_yaml_sha256=_sha256(recipe_yaml),
+        snapshot_yaml=files.get(SNAPSHOT) if SNAPSHOT in listed else None,
+        bom=bom,
+        ctrf=MappingProxyType(ctrf),
+        pointer_yaml=archive.pointer_yaml,
+    )
 
+
+def _statement_of(files: Mapping[str, bytes], signed: AicrStatement | None) -> AicrStatement:
+    """The signed statement, which an unsigned ``statement.intoto.json`` must repeat; or,
+    with none signed, that unsigned file parsed."""
     statement_bytes = files.get(STATEMENT)
-    if statement is None:
+    if signed is None:
         if statement_bytes is None:
             raise SummaryBundleError("missing (and no signed statement was given)", file=STATEMENT)
         try:
-            statement = parse_statement(statement_bytes)
+            return parse_statement(statement_bytes)
         except StatementError as exc:
             raise SummaryBundleError(str(exc), file=STATEMENT) from None
-    elif statement_bytes is not None:
+    if statement_bytes is not None:
         try:
             unsigned = load_json(statement_bytes, what=STATEMENT)
         except JSONLimitError as exc:
             raise SummaryBundleError(str(exc)) from None
-        if not _same_statement(unsigned, statement):
+        if not _same_statement(unsigned, signed):
             raise SummaryBundleError("differs from the signed statement", file=STATEMENT)
-    signed_bundle = archive.signed_bundle
+    return signed
 
-    listed = {e.path: e for e in entries}
+
+def _check_listed_files(files: Mapping[str, bytes], entries: tuple[ManifestEntry, ...]) -> None:
+    """Every listed file present with its size and sha256; no file the manifest leaves out."""
+    listed = {e.path for e in entries}
     for entry in entries:
         content = files.get(entry.path)
         if content is None:
@@ -391,6 +428,12 @@ def check_summary_files(
         if path not in listed and path not in _META_FILES:
             raise SummaryBundleError("not listed in manifest.json", file=path)
 
+
+def _check_manifest_binding(
+    statement: AicrStatement, manifest_bytes: bytes, entries: tuple[ManifestEntry, ...]
+) -> str:
+    """The manifest's sha256, once the predicate's manifest digest and file count match it
+    (which binds every listed file to the signature)."""
     manifest_sha256 = _sha256(manifest_bytes)
     if statement.manifest is None:
         raise SummaryBundleError(
@@ -405,66 +448,50 @@ def check_summary_files(
             f"{statement.manifest.file_count}",
             file=MANIFEST,
         )
+    return manifest_sha256
 
-    if RECIPE not in listed:
-        raise SummaryBundleError("missing from the bundle", file=RECIPE)
-    recipe_yaml = files[RECIPE]
 
-    ctrf: dict[str, CtrfReport] = {}
+def _ctrf_reports(
+    files: Mapping[str, bytes], listed: Mapping[str, ManifestEntry], statement: AicrStatement
+) -> dict[str, CtrfReport]:
+    """One CTRF report per predicate phase, each matching the phase's digest and counts; no
+    report for a phase the predicate does not name."""
     for path in listed:
         m = _CTRF_PATH.fullmatch(path)
         if path.startswith("ctrf/") and not m:
             raise SummaryBundleError("unexpected file name under ctrf/", file=path)
         if m and m.group(1) not in statement.phases:
             raise SummaryBundleError(f"phase {m.group(1)!r} is not in the predicate", file=path)
+    ctrf: dict[str, CtrfReport] = {}
     for phase, summary in statement.phases.items():
         path = f"ctrf/{phase}.json"
         if path not in listed:
             raise SummaryBundleError(f"missing (predicate phase {phase!r})", file=path)
-        content = files[path]
-        if summary.ctrf_digest != f"sha256:{_sha256(content)}":
-            raise SummaryBundleError(
-                f"sha256 differs from predicate.phases.{phase}.ctrfDigest", file=path
-            )
-        try:
-            report = parse_ctrf(content, file=path, phase=phase)
-        except CtrfError as exc:
-            raise SummaryBundleError(str(exc).removeprefix(f"{path}: "), file=path) from None
-        counts = report.counts()
-        if (counts["passed"], counts["skipped"]) != (summary.passed, summary.skipped) or (
-            summary.failed not in (counts["failed"], counts["failed"] + counts["other"])
-        ):
-            raise SummaryBundleError(
-                f"test counts (passed {counts['passed']}, failed {counts['failed']}, other "
-                f"{counts['other']}, skipped {counts['skipped']}) differ from "
-                f"predicate.phases.{phase} (passed {summary.passed}, failed {summary.failed}, "
-                f"skipped {summary.skipped})",
-                file=path,
-            )
-        ctrf[phase] = report
+        ctrf[phase] = _ctrf_report(files[path], path=path, phase=phase, summary=summary)
+    return ctrf
 
-    bom = files.get(BOM) if BOM in listed else None
-    if statement.bom is not None:
-        if bom is None:
-            raise SummaryBundleError("missing (predicate.bom names it)", file=BOM)
-        if statement.bom.digest != f"sha256:{_sha256(bom)}":
-            raise SummaryBundleError("sha256 differs from predicate.bom.digest", file=BOM)
 
-    return SummaryBundle(
-        root=archive.root,
-        files=files,
-        manifest=entries,
-        manifest_sha256=manifest_sha256,
-        statement=statement,
-        statement_bytes=statement_bytes,
-        signed_bundle=signed_bundle,
-        recipe_yaml=recipe_yaml,
-        recipe_yaml_sha256=_sha256(recipe_yaml),
-        snapshot_yaml=files.get(SNAPSHOT) if SNAPSHOT in listed else None,
-        bom=bom,
-        ctrf=MappingProxyType(ctrf),
-        pointer_yaml=archive.pointer_yaml,
-    )
+def _ctrf_report(content: bytes, *, path: str, phase: str, summary: PhaseSummary) -> CtrfReport:
+    if summary.ctrf_digest != f"sha256:{_sha256(content)}":
+        raise SummaryBundleError(
+            f"sha256 differs from predicate.phases.{phase}.ctrfDigest", file=path
+        )
+    try:
+        report = parse_ctrf(content, file=path, phase=phase)
+    except CtrfError as exc:
+        raise SummaryBundleError(str(exc).removeprefix(f"{path}: "), file=path) from None
+    counts = report.counts()
+    if (counts["passed"], counts["skipped"]) != (summary.passed, summary.skipped) or (
+        summary.failed not in (counts["failed"], counts["failed"] + counts["other"])
+    ):
+        raise SummaryBundleError(
+            f"test counts (passed {counts['passed']}, failed {counts['failed']}, other "
+            f"{counts['other']}, skipped {counts['skipped']}) differ from "
+            f"predicate.phases.{phase} (passed {summary.passed}, failed {summary.failed}, "
+            f"skipped {summary.skipped})",
+            file=path,
+        )
+    return report
 
 
 def read_summary_bundle(data: bytes, *, statement: AicrStatement | None = None) -> SummaryBundle:
