@@ -102,17 +102,19 @@ def verify_commands(
     outcome: SignatureOutcome, statement: AicrStatement, *, tarball: bool, oci_ref: str
 ) -> list[dict[str, str]]:
     if tarball:
-        files = {
-            "bundle_file": "summary-bundle/attestation.intoto.jsonl",
-            "artifact_file": "summary-bundle/recipe.yaml",
-            "aicr_input": "./summary-bundle",
-        }
+        bundle_file = "summary-bundle/attestation.intoto.jsonl"
+        artifact_file = "summary-bundle/recipe.yaml"
+        aicr_input: str | None = "./summary-bundle"
     else:
-        files = {"bundle_file": BUNDLE_FILE, "artifact_file": "recipe.yaml", "aicr_input": None}
-    if oci_ref:
-        files["aicr_input"] = oci_ref
+        bundle_file, artifact_file, aicr_input = BUNDLE_FILE, "recipe.yaml", None
     try:
-        commands = commands_for(outcome, predicate_type=statement.predicate_type, **files)
+        commands = commands_for(
+            outcome,
+            predicate_type=statement.predicate_type,
+            bundle_file=bundle_file,
+            artifact_file=artifact_file,
+            aicr_input=oci_ref or aicr_input,
+        )
     except ValueError:
         logger.warning("no verify commands for bundle %s", outcome.bundle_sha256, exc_info=True)
         return []

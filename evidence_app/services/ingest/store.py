@@ -12,7 +12,7 @@ from evidence_app.models import Allowlist, Evidence, Signer, UploadOutcome, Verd
 from evidence_app.services import signers
 from evidence_app.services.consensus import evidence_stored as refresh_consensus
 from evidence_app.services.ingest.result import IngestResult
-from evidence_app.services.ingest.rows import insert_row
+from evidence_app.services.ingest.rows import column_of, insert_row
 from evidence_app.services.ingest.upload_log import Upload, log_upload
 from evidence_app.services.signers import SignerDecision
 
@@ -56,7 +56,7 @@ def _known_sql_for(vendor: str) -> str:
 
     s, e = Signer, Evidence
     columns = ", ".join(
-        f"{table(s)}.{connection.ops.quote_name(f.column)}" for f in s._meta.concrete_fields
+        f"{table(s)}.{connection.ops.quote_name(column_of(f))}" for f in s._meta.concrete_fields
     )
     # Identifiers only, quoted, from the models' metadata; the values are parameters. Written
     # out once because the ORM's compilation of this (a correlated subquery) costs more CPU
