@@ -45,6 +45,7 @@ from django.db import IntegrityError, OperationalError, connection, transaction
 from django.db.models import Count, Field, Max, Model
 from django.utils import timezone
 
+from evidence_app.consensus.stored import evidence_stored as refresh_consensus
 from evidence_app.models import (
     AcceptedIssuer,
     Allowlist,
@@ -58,7 +59,6 @@ from evidence_app.models import (
     Verdict,
 )
 from evidence_app.services import signers, trust_roots
-from evidence_app.services.consensus import evidence_stored as refresh_consensus
 from evidence_app.services.signers import SignerDecision
 from evidence_app.services.versions import version_key
 from evidence_app.verification import (

@@ -30,7 +30,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evidence_app import selectors as evidence_selectors
+from evidence_app import consensus
 from recipes_app import selectors
 from recipes_app.aicrd.errors import AicrdError, error_body, request_id
 from recipes_app.aicrd.inputs import MAX_VALUE_LENGTH, InputError, criteria_from_query, shorten
@@ -199,7 +199,7 @@ class RecipeViewSet(viewsets.ReadOnlyModelViewSet):
         if not request.query_params.get("catalog"):
             self.current_catalog_id = recipe.catalog_id  # the default is the current one
         context = self.get_serializer_context()
-        context["consensus_grid"] = evidence_selectors.consensus_grid(recipe=recipe)
+        context["consensus_grid"] = consensus.consensus_grid(recipe=recipe)
         return Response(RecipeDetailSerializer(recipe, context=context).data)
 
 
