@@ -192,8 +192,8 @@ REST_FRAMEWORK = {
         "evidence_app.auth.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    # Uploads verify signatures (CPU) and store bytes: per user, EVIDENCE_UPLOAD_RATE.
-    "DEFAULT_THROTTLE_CLASSES": ["evidence_app.auth.EvidenceUploadThrottle"],
+    # Uploads verify signatures (CPU) and store bytes: per user, EVIDENCE_UPLOAD_RATE (the
+    # upload view declares its throttle, evidence_app.auth.EvidenceUploadThrottle).
     "DEFAULT_THROTTLE_RATES": {
         "evidence-upload": os.environ.get("EVIDENCE_UPLOAD_RATE", "60/min"),
     },

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from django.urls import reverse
 
@@ -57,7 +57,7 @@ def verify_commands(evidence: Evidence) -> list[CommandLine]:
 def _rebuilt_commands(evidence: Evidence) -> list[VerifyCommand]:
     signer = evidence.signer
     certificate = evidence.certificate if isinstance(evidence.certificate, Mapping) else {}
-    mode = "key" if signer.kind == SignerKind.KEY else "keyless"
+    mode: Literal["key", "keyless"] = "key" if signer.kind == SignerKind.KEY else "keyless"
     production = certificate.get("production_root")
     if not isinstance(production, bool):
         production = True

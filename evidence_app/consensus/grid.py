@@ -489,8 +489,10 @@ def _recent_and_withdrawn(mine: QuerySet[Evidence]) -> tuple[list[Evidence], lis
         .filter(Q(_pos__lte=RECENT_EVIDENCE) | Q(_group_pos__lte=WITHDRAWN_SHOWN))
         .order_by("-attested_at", "-pk")
     )
-    recent = [e for e in rows if e._pos <= RECENT_EVIDENCE]
-    withdrawn = [e for e in rows if e._withdrawn and e._group_pos <= WITHDRAWN_SHOWN]
+    recent: list[Evidence] = [e for e in rows if e._pos <= RECENT_EVIDENCE]
+    withdrawn: list[Evidence] = [
+        e for e in rows if e._withdrawn and e._group_pos <= WITHDRAWN_SHOWN
+    ]
     return recent, withdrawn
 
 

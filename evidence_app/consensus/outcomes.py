@@ -70,7 +70,7 @@ def _metrics(entry: Mapping[str, Any]) -> tuple[Metric, ...]:
     return tuple(found)
 
 
-def _outcome(name: str, entry: Any, detail: bool = True) -> CheckOutcome | None:
+def _outcome(name: object, entry: object, detail: bool = True) -> CheckOutcome | None:
     if not isinstance(name, str) or not name.strip():
         return None
     if isinstance(entry, str):
