@@ -142,7 +142,7 @@ class Recipe(models.Model):
 
 
 class RecipeConsensusState(models.Model):
-    """A recipe's stored consensus badge: ``evidence_app.consensus.rules.recipe_consensus`` over the
+    """A recipe's stored consensus badge: ``evidence_app.consensus`` (``recipe_consensus``) over the
     newest counted run of each signer (default lens), with its demo and staleness notes.
 
     Kept current by ``evidence_app.consensus.stored`` in the services that change what it

@@ -1,7 +1,7 @@
 """Consensus: which signed runs count for a recipe, and the state they give it.
 
 The one home of AICR's corroboration rules as this site applies them to its database rows.
-Pages, the API, the SVG badge and the exports read consensus only through this API:
+Pages, the API, the SVG badge and the exports read consensus through this package; its API:
 
 - state of a recipe: ``recipe_badge(recipe)`` (a listed recipe's stored ``RecipeBadge``:
   state, demo, staleness), ``consensus_grid(recipe=…).consensus.badge`` (computed);
@@ -21,11 +21,13 @@ moments the cache must follow it are read together. Names not exported here are 
 from their module (``grid.COUNTED_COLUMNS_SHOWN``, ``outcomes.check_outcomes``).
 
 Import direction: ``evidence_app`` depends on ``recipes_app`` (evidence is about a recipe:
-``evidence_app.models`` imports ``Recipe``; this package reads ``Recipe.checks`` and writes
-``recipes_app.models.RecipeConsensusState``), never on its views or selectors. ``recipes_app``
-reads consensus for its pages only through this package's API, and its models import nothing
-of ``evidence_app``, so the model layer stays one way and the remaining reverse edge is one
-narrow, named API instead of ``evidence_app.selectors`` at large.
+``evidence_app.models`` imports ``Recipe``); this package only on its models (it reads
+``Recipe.checks`` and writes ``RecipeConsensusState``). ``recipes_app`` reads
+consensus only through this package (the API above, and ``stored``'s hooks: a catalog import,
+expired badges before a list read); its models import nothing of ``evidence_app``, so the
+model layer stays one way. The reverse edge that remains (the recipe pages show consensus)
+is this named API instead of ``evidence_app.selectors`` at large; removing it would mean
+moving the recipe pages or the consensus tables to another app, a larger move for no gain.
 """
 
 from __future__ import annotations
