@@ -36,18 +36,13 @@ from evidence_app.consensus.badges import ComputedBadges, recipe_badge, recipe_b
 from evidence_app.consensus.grid import ConsensusGrid, consensus_grid
 from evidence_app.consensus.records import package_consensus
 from evidence_app.consensus.rules import (
-    CONFIRMED,
-    CONTESTED,
-    FAILING,
-    PARTIAL,
-    SINGLE,
     STATE_DESCRIPTIONS,
     STATES,
-    UNTESTED,
     RecipeBadge,
     RecipeConsensus,
     is_counted,
 )
+from evidence_app.corroborate import CONFIRMED, CONTESTED, FAILING, PARTIAL, SINGLE, UNTESTED
 
 __all__ = [
     "CONFIRMED",

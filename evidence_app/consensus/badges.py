@@ -20,7 +20,6 @@ from django.utils import timezone
 
 from evidence_app.consensus.rules import (
     RUN_FIELDS,
-    UNTESTED,
     RecipeBadge,
     Run,
     check_statuses,
@@ -29,6 +28,7 @@ from evidence_app.consensus.rules import (
     latest_per,
     recipe_consensus,
 )
+from evidence_app.corroborate import UNTESTED
 from evidence_app.models import Evidence
 from evidence_app.services.staleness import stale_after_days, staleness_bulk
 from recipes_app.models import Recipe

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypedDict
+from typing import Any
 
 from django.db.models import BooleanField, Count, ExpressionWrapper, F, Max, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
@@ -417,11 +417,6 @@ def _grid_phases(
     ]
 
 
-class _Counts(TypedDict):
-    n: int
-    withdrawn: int
-
-
 def consensus_grid(
     *, recipe: Recipe, lens: str | None = None, signers: str | None = None
 ) -> ConsensusGrid:
@@ -437,14 +432,15 @@ def consensus_grid(
     """
     show_all = (signers or "").strip().lower() == "all"
     mine = Evidence.objects.filter(recipe_name=recipe.name)
-    counts: _Counts = mine.aggregate(  # type: ignore[assignment]
+    counts = mine.aggregate(
         n=Count("pk"), withdrawn=Count("pk", filter=Q(withdrawn_at__isnull=False))
     )
-    chosen = _lens(mine, (lens or "").strip()[:100], has_evidence=bool(counts["n"]))
+    evidence_count: int = counts["n"]
+    chosen = _lens(mine, (lens or "").strip()[:100], has_evidence=bool(evidence_count))
     selected: list[Evidence] = []
     recent: list[Evidence] = []
     withdrawn: list[Evidence] = []
-    if counts["n"]:
+    if evidence_count:
         selected = _selected_runs(mine, chosen.version)
         recent, withdrawn = _recent_and_withdrawn(mine)
     shown = {e.pk: e for e in [*selected, *recent, *withdrawn]}
@@ -466,7 +462,7 @@ def consensus_grid(
         recent=recent,
         withdrawn=withdrawn,
         stale=stale,
-        evidence_count=counts["n"],
+        evidence_count=evidence_count,
         withdrawn_count=counts["withdrawn"],
         shown_columns=shown_columns,
         all_signers=show_all,
