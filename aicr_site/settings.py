@@ -192,8 +192,8 @@ REST_FRAMEWORK = {
         "evidence_app.auth.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    # Uploads verify signatures (CPU) and store bytes: per user, EVIDENCE_UPLOAD_RATE.
-    "DEFAULT_THROTTLE_CLASSES": ["evidence_app.auth.EvidenceUploadThrottle"],
+    # Uploads verify signatures (CPU) and store bytes: per user, EVIDENCE_UPLOAD_RATE (the
+    # upload view declares its throttle, evidence_app.auth.EvidenceUploadThrottle).
     "DEFAULT_THROTTLE_RATES": {
         "evidence-upload": os.environ.get("EVIDENCE_UPLOAD_RATE", "60/min"),
     },
@@ -434,7 +434,7 @@ SITE_SIGNING_LOCAL_KEY_FILE = (
 SITE_SIGSTORE_IDENTITY_TOKEN = os.environ.get("SITE_SIGSTORE_IDENTITY_TOKEN", "")
 SITE_SIGSTORE_IDENTITY_TOKEN_FILE = os.environ.get("SITE_SIGSTORE_IDENTITY_TOKEN_FILE", "")
 SITE_SIGSTORE_TRUST_CONFIG = os.environ.get("SITE_SIGSTORE_TRUST_CONFIG", "")
-# Stored consensus badges whose counted runs aged into staleness (evidence_app.services.consensus;
+# Stored consensus badges whose counted runs aged into staleness (evidence_app.consensus.stored;
 # list reads refresh them too, so this only keeps that work off requests).
 CELERY_BEAT_SCHEDULE["consensus-refresh-expired"] = {
     "task": "evidence_app.tasks.consensus_refresh_expired",

@@ -233,14 +233,14 @@ class Timer:
 
         from django.db import connection
 
-        from evidence_app import selectors
+        from evidence_app import consensus
         from evidence_app.services.ingest import store as ingest
 
         refresh = ingest.refresh_consensus
         refresh_cpu = [0.0]
 
         def timed_refresh(evidence: Any) -> None:
-            if not selectors.is_counted(evidence):  # nothing to refresh: not a cost to show
+            if not consensus.is_counted(evidence):  # nothing to refresh: not a cost to show
                 refresh(evidence)
                 return
             cpu = time.thread_time()
@@ -716,7 +716,7 @@ def bench_consensus(requests: int) -> None:
     from django.db import connection
     from django.test import Client
 
-    from evidence_app import selectors
+    from evidence_app import consensus
     from evidence_app.models import Evidence
     from recipes_app.models import Recipe
 
@@ -760,7 +760,7 @@ def bench_consensus(requests: int) -> None:
         )
         response = client.get(url)
         assert response.status_code == 200, response.status_code
-        grid = selectors.consensus_grid(recipe=recipe)
+        grid = consensus.consensus_grid(recipe=recipe)
         print(
             f"     grid: {len(grid.columns)} columns ({len(grid.shown_columns)} shown), "
             f"{len(grid.rows)} rows, state {grid.state}; page {len(response.content) // 1024} KiB"
@@ -768,7 +768,7 @@ def bench_consensus(requests: int) -> None:
         figures[total] = (
             _measure(f"GET {url}", lambda: client.get(url), requests),
             _measure(
-                "consensus_grid(recipe)", lambda: selectors.consensus_grid(recipe=recipe), requests
+                "consensus_grid(recipe)", lambda: consensus.consensus_grid(recipe=recipe), requests
             ),
         )
         if total == 1000:
@@ -787,8 +787,8 @@ def bench_list(requests: int, *, list_rows: int) -> None:
     from django.db import connection, transaction
     from django.test import Client
 
+    from evidence_app.consensus import stored
     from evidence_app.models import Evidence
-    from evidence_app.services import consensus
     from evidence_app.services.withdrawal import evidence_withdraw
     from recipes_app.models import Catalog, Recipe
 
@@ -830,10 +830,10 @@ def bench_list(requests: int, *, list_rows: int) -> None:
         f"signers, {n_counted} counted; table {size / 2**20:.0f} MiB; made in {setup_s:.0f} s)"
     )
     start = time.perf_counter()
-    stored = consensus.consensus_refresh()
+    badged = stored.consensus_refresh()
     print(
         f"  full recompute and store of every badge (the backfill, a new catalog version): "
-        f"{ms(time.perf_counter() - start)} ms ({stored} recipes with counted evidence)"
+        f"{ms(time.perf_counter() - start)} ms ({badged} recipes with counted evidence)"
     )
     filter_sets = [
         "",
@@ -877,7 +877,7 @@ def bench_list(requests: int, *, list_rows: int) -> None:
             evidence.save(force_insert=True)
             with CaptureQueriesContext(connection) as ctx:
                 start = time.perf_counter()
-                consensus.evidence_stored(evidence)
+                stored.evidence_stored(evidence)
                 refresh_times.append(time.perf_counter() - start)
         refresh_queries.add(len(ctx.captured_queries))
 
@@ -916,12 +916,12 @@ def bench_list(requests: int, *, list_rows: int) -> None:
     spans = Evidence.objects.filter(signer=busiest).values("recipe_name").distinct().count()
     _measure(
         f"signers_changed(one counted signer with runs in {spans} recipes)",
-        lambda: consensus.signers_changed([busiest.pk]),
+        lambda: stored.signers_changed([busiest.pk]),
         max(3, requests // 20),
     )
     _measure(
         "consensus_refresh_expired(catalog), nothing expired (every list read)",
-        lambda: consensus.consensus_refresh_expired(catalog=catalog),
+        lambda: stored.consensus_refresh_expired(catalog=catalog),
         requests,
     )
 

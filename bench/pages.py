@@ -37,8 +37,8 @@ ASSET = re.compile(r'(?:href|src)="(/static/[^"]+\.(?:css|js))"')
 def make_records(count: int) -> None:
     from django.db import connection
 
+    from evidence_app.consensus import stored
     from evidence_app.models import Evidence
-    from evidence_app.services import consensus
     from recipes_app.models import Catalog, Recipe
 
     recipes = list(Recipe.objects.filter(catalog=Catalog.objects.current()).order_by("name"))
@@ -57,7 +57,7 @@ def make_records(count: int) -> None:
         Evidence.objects.bulk_create(batch)
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE evidence_app_evidence")
-    consensus.consensus_refresh()
+    stored.consensus_refresh()
 
 
 def asset_bytes(html: str) -> int:

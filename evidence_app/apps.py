@@ -6,9 +6,9 @@ from django.db.models.signals import post_migrate
 
 def _consensus_backfill(**kwargs: Any) -> None:
     """A database migrated from before stored consensus badges existed gets them filled."""
-    from evidence_app.services import consensus  # models are ready only after setup
+    from evidence_app.consensus import stored  # models are ready only after setup
 
-    consensus.backfill_if_empty()
+    stored.backfill_if_empty()
 
 
 class EvidenceConfig(AppConfig):

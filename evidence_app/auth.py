@@ -48,16 +48,6 @@ class BearerTokenAuthentication(BaseAuthentication):
         return f'{KEYWORD} realm="api"'
 
 
-def roles_of(request: Request) -> set[str]:
-    """The roles this request acts with (``evidence_app.permissions``): a token's role while its
-    user still holds it (group membership), or a session user's roles."""
-    token = getattr(request, "auth", None)
-    user = getattr(request, "user", None)
-    if isinstance(token, ApiToken):
-        return permissions.token_roles(token, user)
-    return permissions.roles_of(user)
-
-
 class HasRole(BasePermission):
     """``permission_classes = [HasRole.of(Role.CONTRIBUTOR, Role.MAINTAINER)]``."""
 
@@ -76,25 +66,15 @@ class HasRole(BasePermission):
     def has_permission(self, request: Request, view: Any) -> bool:
         if not request.user or not request.user.is_authenticated:
             return False  # DRF answers 401 (with the Bearer challenge)
-        return bool(roles_of(request) & self.roles)
+        return bool(permissions.roles_of(request.user, token=request.auth) & self.roles)
 
 
 class EvidenceUploadThrottle(UserRateThrottle):
-    """Rate-limits evidence uploads (``POST /api/v1/evidence/``) per user, at
-    ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["evidence-upload"]``; other requests pass.
-
-    A default throttle class (settings), so it applies whatever the view declares."""
+    """Rate-limits evidence uploads per user, at
+    ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["evidence-upload"]``; the upload action
+    (``EvidenceViewSet.create``) declares it."""
 
     scope = "evidence-upload"
-
-    def allow_request(self, request: Request, view: Any) -> bool:
-        from evidence_app.api.views import EvidenceViewSet  # the API imports this module
-
-        if request.method != "POST" or not isinstance(view, EvidenceViewSet):
-            return True
-        if getattr(view, "action", None) != "create":
-            return True
-        return super().allow_request(request, view)
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):

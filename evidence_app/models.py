@@ -340,7 +340,7 @@ class Evidence(models.Model):
             models.Index(fields=["recipe_name", "aicr_version_key"]),
             models.Index(fields=["verdict", "-attested_at"]),
             # The newest live run of each (recipe, signer) and the AICR versions of a recipe's
-            # live runs, from the index alone (selectors.recipe_badges_computed and the
+            # live runs, from the index alone (consensus.badges.recipe_badges_computed and the
             # staleness facts behind each stored badge, refreshed at every counted ingest).
             models.Index(
                 fields=["recipe_name", "signer", "-attested_at", "-id", "aicr_version"],

@@ -20,8 +20,12 @@ UPLOAD_ROLES = frozenset({Role.CONTRIBUTOR, Role.MAINTAINER})
 _CACHE_ATTR = "_evidence_roles"
 
 
-def roles_of(user: Any) -> set[str]:
-    """The roles ``user`` holds (cached on the user object for the request)."""
+def roles_of(user: Any, *, token: Any = None) -> set[str]:
+    """The roles ``user`` holds (cached on the user object for the request); for a request
+    authenticated by an API ``token`` (DRF's ``request.auth``), the token's role if its user
+    still holds it. Any other ``token`` (a session request has None) is ignored."""
+    if isinstance(token, ApiToken):
+        return {token.role} & roles_of(user if user is not None else token.user)
     if user is None or not getattr(user, "is_authenticated", False):
         return set()
     if not getattr(user, "is_active", False):
@@ -33,12 +37,6 @@ def roles_of(user: Any) -> set[str]:
         cached = set(user.groups.filter(name__in=Role.values).values_list("name", flat=True))
         setattr(user, _CACHE_ATTR, cached)
     return set(cached)
-
-
-def token_roles(token: ApiToken, user: Any = None) -> set[str]:
-    """The roles a request authenticated by ``token`` acts with: its role, if its user still
-    holds it."""
-    return {token.role} & roles_of(user if user is not None else token.user)
 
 
 def can_upload(user: Any, roles: set[str] | None = None) -> bool:

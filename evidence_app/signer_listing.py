@@ -1,6 +1,6 @@
 """Reads behind ``/signers/``: every signer with what it contributed, and its public key.
 
-Kept apart from ``selectors`` (the evidence and consensus reads) as the index needs only the
+Kept apart from ``signer_page`` (one signer's page) as the index needs only the
 signer rows and two aggregates over their evidence, in one query per page.
 """
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from celery import Task, shared_task
 
-from evidence_app.services import consensus, oci
+from evidence_app.consensus import stored
+from evidence_app.services import oci
 
 
 @shared_task(name="evidence_app.tasks.ingest_oci", acks_late=True, bind=True, max_retries=5)
@@ -23,4 +24,4 @@ def ingest_oci(self: Task, upload_id: int) -> str | None:
 def consensus_refresh_expired() -> int:
     """Refresh the stored consensus badges a counted run has aged out of since (beat runs it
     every CONSENSUS_REFRESH_SECONDS, so list reads rarely have to); returns the badges stored."""
-    return consensus.consensus_refresh_expired()
+    return stored.consensus_refresh_expired()

@@ -1,14 +1,13 @@
 """The evidence pages: list, one piece of evidence (with withdrawal), upload, and a signer.
 
-Thin views: read through ``selectors``, write through ``services``. Reading is public;
-uploading needs the contributor or maintainer role; withdrawing needs the maintainer role or
-to be the contributor who uploaded it (roles: ``evidence_app.permissions``; ``is_staff`` grants
-none). Both are checked here, for htmx partials too (a client can ask for any partial).
+Thin views: read through ``selectors``, ``evidence_page`` and ``signer_page``, write through
+``services``. Reading is public; uploading needs the contributor or maintainer role;
+withdrawing needs the maintainer role or to be the contributor who uploaded it (roles:
+``evidence_app.permissions``; ``is_staff`` grants none). Both are checked here, for htmx
+partials too (a client can ask for any partial).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpResponse, HttpResponseRedirect
@@ -21,21 +20,21 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, push_url
 
 from aicr_site.lib.htmx import HtmxHttpRequest, wants_partial
-from evidence_app import fetch_steps, permissions, selectors, signer_listing
+from evidence_app import (
+    evidence_page,
+    fetch_steps,
+    permissions,
+    selectors,
+    signer_listing,
+    signer_page,
+)
 from evidence_app.forms import EvidenceUploadForm, WithdrawForm
 from evidence_app.models import Evidence, UploadLog, UploadOutcome
 from evidence_app.services import ingest, oci, withdrawal
-from evidence_app.services.staleness import StaleReason
+from evidence_app.services.staleness import StaleReason, staleness_bulk
 from evidence_app.upload_status import http_status_of
 
 # --- access --------------------------------------------------------------------------------
-
-
-def can_withdraw(user: Any, evidence: Evidence) -> bool:
-    """Maintainers may withdraw any evidence; a contributor only what they uploaded."""
-    if evidence.withdrawn_at is not None:
-        return False
-    return permissions.can_withdraw(user, evidence)
 
 
 def _evidence_or_404(pk: int) -> Evidence:
@@ -70,13 +69,14 @@ def evidence_list(request: HtmxHttpRequest) -> HttpResponse:
 @vary_on_headers("HX-Request", "HX-Target", "HX-History-Restore-Request")
 def evidence_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     evidence = _evidence_or_404(pk)
-    allowed = can_withdraw(request.user, evidence)
+    # Offered only while it is not withdrawn yet (``permissions`` says who may, not when).
+    allowed = evidence.withdrawn_at is None and permissions.can_withdraw(request.user, evidence)
     if wants_partial(request, target="withdrawal"):
         if not allowed:
             return _refuse(request, "Only a maintainer or its uploader can withdraw evidence.")
         context = {"evidence": evidence, "form": WithdrawForm(), "can_withdraw": True}
         return render(request, "evidence_app/detail.html#withdrawal", context)
-    page = selectors.evidence_page(evidence=evidence)
+    page = evidence_page.evidence_page(evidence=evidence)
     context = {
         "page": page,
         "evidence": evidence,
@@ -95,9 +95,9 @@ def evidence_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @vary_on_headers("HX-Request", "HX-Target")
 def evidence_withdraw(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     evidence = _evidence_or_404(pk)
-    if not can_withdraw(request.user, evidence):
-        if evidence.withdrawn_at is not None and request.user.is_authenticated:
-            return _refuse(request, "This evidence is already withdrawn.")
+    if evidence.withdrawn_at is not None and request.user.is_authenticated:
+        return _refuse(request, "This evidence is already withdrawn.")
+    if not permissions.can_withdraw(request.user, evidence):
         return _refuse(request, "Only a maintainer or its uploader can withdraw evidence.")
     form = WithdrawForm(request.POST if request.method == "POST" else None)
     if form.is_bound and form.is_valid():
@@ -206,7 +206,7 @@ def evidence_new(request: HtmxHttpRequest) -> HttpResponse:
 def _stale_of(evidence: Evidence | None) -> list[StaleReason]:
     if evidence is None:
         return []
-    return selectors.staleness_map([evidence]).get(evidence.pk, [])
+    return staleness_bulk([evidence]).get(evidence.pk, [])
 
 
 def _oci_result(request: HtmxHttpRequest, *, upload: UploadLog) -> HttpResponse:
@@ -248,10 +248,10 @@ def signer_key(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 @require_safe
 @vary_on_headers("HX-Request", "HX-Target", "HX-History-Restore-Request")
 def signer_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    signer = selectors.signer_get(slug=slug)
+    signer = signer_page.signer_get(slug=slug)
     if signer is None:
         raise Http404("No such signer.")
-    page = selectors.signer_page(signer=signer, page_number=request.GET.get("page"))
+    page = signer_page.signer_page(signer=signer, page_number=request.GET.get("page"))
     context = {"signer": signer, "page": page, "evidence_page": page.page}
     if wants_partial(request, target="signer-evidence"):
         response = render(request, "evidence_app/signer.html#evidence", context)

@@ -12,10 +12,9 @@ from datetime import datetime
 
 from django.db.models import Count, Max
 
-from evidence_app.corroborate import UNTESTED
+from evidence_app.consensus import UNTESTED, RecipeBadge
+from evidence_app.consensus import stored as stored_consensus
 from evidence_app.models import Evidence
-from evidence_app.selectors import RecipeBadge
-from evidence_app.services import consensus as stored_consensus
 from recipes_app.models import Catalog, Recipe
 
 # Fill colours of the state half (the text on it is always dark on light or white on dark).

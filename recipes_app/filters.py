@@ -2,7 +2,7 @@
 
 ``consensus`` filters on the recipe-level consensus state (AICR's rules over signed evidence,
 default lens), joined from each recipe's stored ``RecipeConsensusState`` (kept current by
-``evidence_app.services.consensus`` from the recipe page grid's own computation), so a badge,
+``evidence_app.consensus.stored`` from the recipe page grid's own computation), so a badge,
 the filter and the page always agree.
 """
 
@@ -17,9 +17,8 @@ from django.db.models import CharField, F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
 
-from evidence_app import selectors as evidence_selectors
-from evidence_app.selectors import UNTESTED
-from evidence_app.services import consensus as stored_consensus
+from evidence_app.consensus import STATES, UNTESTED
+from evidence_app.consensus import stored as stored_consensus
 from recipes_app.models import DIMENSIONS, Catalog, Recipe, RecipeQuerySet
 
 MAX_QUERY_LENGTH = 200
@@ -44,7 +43,7 @@ class RecipeFilter(django_filters.FilterSet):
         queryset=Catalog.objects.all(), method="filter_catalog", label="Catalog version"
     )
     consensus = django_filters.ChoiceFilter(
-        choices=[(state, state) for state in evidence_selectors.STATES],
+        choices=[(state, state) for state in STATES],
         method="filter_consensus",
         label="Consensus",
         help_text="Recipe-level consensus over signed evidence (latest run per signer).",

@@ -142,10 +142,10 @@ class Recipe(models.Model):
 
 
 class RecipeConsensusState(models.Model):
-    """A recipe's stored consensus badge: ``evidence_app.selectors.recipe_consensus`` over the
+    """A recipe's stored consensus badge: ``evidence_app.consensus`` (``recipe_consensus``) over the
     newest counted run of each signer (default lens), with its demo and staleness notes.
 
-    Kept current by ``evidence_app.services.consensus`` in the services that change what it
+    Kept current by ``evidence_app.consensus.stored`` in the services that change what it
     rests on (ingest, withdrawal, signer re-classification, key revocation, catalog import),
     and refreshed when ``expires_at`` passes: the moment its first fresh counted run ages into
     "older than N days", the only change that time alone makes. A recipe without a row has no

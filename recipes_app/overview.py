@@ -3,7 +3,7 @@
 The matrix has a row per service and platform and a column per accelerator (AICR's own
 coordinate puts service first and the accelerator in the dashboard name); each cell holds the
 recipes with those three values, their stored consensus badges (``RecipeConsensusState``, kept
-current by ``evidence_app.services.consensus``) counted per state. Every function here runs a
+current by ``evidence_app.consensus.stored``) counted per state. Every function here runs a
 fixed number of queries, whatever the size of the catalog or the number of evidence records.
 """
 
@@ -18,11 +18,10 @@ from django.db.models import Count, Max, Q
 from django.urls import reverse
 
 from evidence_app import selectors as evidence_selectors
-from evidence_app.corroborate import CONFIRMED, PARTIAL, SINGLE, UNTESTED
+from evidence_app.consensus import CONFIRMED, PARTIAL, SINGLE, STATES, UNTESTED, RecipeBadge
+from evidence_app.consensus import stored as stored_consensus
 from evidence_app.models import Evidence, Verdict
-from evidence_app.selectors import STATES, RecipeBadge
-from evidence_app.services import consensus as stored_consensus
-from evidence_app.services.staleness import StaleReason
+from evidence_app.services.staleness import StaleReason, staleness_bulk
 from recipes_app.models import Catalog, Recipe
 
 RECENT_EVIDENCE = 8
@@ -176,7 +175,7 @@ def coverage_overview() -> Overview:
         latest_attested=facts["latest_attested"],
         includes_demo=any(b.includes_demo for badges in by_cell.values() for b in badges),
         recent=recent,
-        recent_stale=evidence_selectors.staleness_map(recent),
+        recent_stale=staleness_bulk(recent),
         recently_stale=tuple(stale[:RECENTLY_STALE]),
     )
 

@@ -16,8 +16,8 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Case, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.http import QueryDict
 
+from evidence_app.consensus import STATES
 from evidence_app.models import Evidence
-from evidence_app.selectors import STATES
 from recipes_app.filters import MAX_QUERY_LENGTH, RecipeFilter
 from recipes_app.models import ANY, DIMENSIONS, PHASES, Catalog, Recipe
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.db import transaction
 
-from evidence_app.services import consensus
+from evidence_app.consensus import stored
 from recipes_app import resolver
 from recipes_app.models import ANY, DIMENSIONS, Catalog, Recipe, RecipeChange
 
@@ -70,7 +70,7 @@ def catalog_import(*, files: Mapping[str, str], source: str, aicr_version: str) 
             for name, (leaf, profile, is_default, doc) in sorted(resolved.items())
         ]
         Recipe.objects.bulk_create(recipes)
-        consensus.catalog_changed()  # the new current catalog moves declared checks, staleness
+        stored.catalog_changed()  # the new current catalog moves declared checks, staleness
 
     return ImportResult(
         catalog=catalog,

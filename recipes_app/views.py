@@ -4,7 +4,7 @@ Each page is one template with named partials; an htmx request gets only the par
 swaps (``list.html#results``, ``detail.html#diff``, ``detail.html#consensus``), a
 history-restore request the full page. Recipes and their evidence are public, so there is no
 per-object permission to check. The consensus (grid, badges, filter) is read from
-``evidence_app.selectors``.
+``evidence_app.consensus``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
 
 from aicr_site.lib.htmx import HtmxHttpRequest, wants_partial
-from evidence_app import selectors as evidence_selectors
+from evidence_app import consensus
 from evidence_app.coverage.ledger import qualification_ledger
 from recipes_app import badges, overview, selectors
 
@@ -52,8 +52,8 @@ def _consensus_choices(listing: selectors.RecipeListing) -> dict[str, object]:
     chosen = listing.query.get("consensus", "")
     return {
         "consensus_options": [
-            (state, evidence_selectors.STATE_DESCRIPTIONS[state], state == chosen)
-            for state in evidence_selectors.STATES
+            (state, consensus.STATE_DESCRIPTIONS[state], state == chosen)
+            for state in consensus.STATES
         ]
     }
 
@@ -74,7 +74,7 @@ def recipe_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
         return render(request, "recipes_app/detail.html#yaml", context)
     if wants_partial(request, target="diff"):
         return render(request, "recipes_app/detail.html#diff", context, status=status)
-    context["grid"] = evidence_selectors.consensus_grid(
+    context["grid"] = consensus.consensus_grid(
         recipe=page.recipe, lens=request.GET.get("lens"), signers=request.GET.get("signers")
     )
     if wants_partial(request, target="consensus"):

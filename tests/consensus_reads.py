@@ -3,7 +3,7 @@ list (``recipes_app.filters``); these read the same rows by recipe name."""
 
 from __future__ import annotations
 
-from evidence_app.selectors import UNTESTED, RecipeBadge
+from evidence_app.consensus import UNTESTED, RecipeBadge
 from recipes_app.models import Catalog, RecipeConsensusState
 
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import factory
 
+from evidence_app.consensus import stored
 from evidence_app.corroborate.allowlist import source_id
 from evidence_app.models import Container, Evidence, Signer, SignerClass, SignerKind, Verdict
-from evidence_app.services import consensus
 from evidence_app.services.versions import version_key
 from recipes_app.models import Recipe
 from tests.shared_data import GOLDEN
@@ -157,4 +157,4 @@ class EvidenceFactory(factory.django.DjangoModelFactory):
         """What ingest does right after storing a record: refresh its recipe's stored
         consensus badge."""
         if create:
-            consensus.evidence_stored(self)
+            stored.evidence_stored(self)

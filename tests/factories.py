@@ -6,7 +6,7 @@ import hashlib
 
 import factory
 
-from evidence_app.services import consensus
+from evidence_app.consensus import stored
 from recipes_app.models import Catalog, Recipe, RecipeChange
 
 
@@ -94,4 +94,4 @@ class RecipeFactory(factory.django.DjangoModelFactory):
         """What a catalog import does once its recipes are stored: refresh every stored
         consensus badge (the current catalog moved)."""
         if create:
-            consensus.catalog_changed()
+            stored.catalog_changed()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from rest_framework.pagination import CursorPagination, PageNumberPagination
+from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -44,10 +44,3 @@ class CountedCursorPagination(CursorPagination):
         body["properties"] = {"count": {"type": "integer", "example": 123}, **body["properties"]}
         body["required"] = ["count", *body.get("required", [])]
         return body
-
-
-class PagePagination(PageNumberPagination):
-    """Page numbers, for small lists that rarely grow (signers)."""
-
-    page_size_query_param = "page_size"
-    max_page_size = 200

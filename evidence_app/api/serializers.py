@@ -9,7 +9,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.reverse import reverse
 
-from evidence_app import selectors
+from evidence_app import consensus
+from evidence_app.evidence_page import verified_and_claimed
 from evidence_app.models import Evidence, Signer, SignerClassChange, UploadLog, Verdict
 from evidence_app.services.staleness import StaleReason
 from evidence_app.upload_status import http_status_of
@@ -121,7 +122,7 @@ class EvidenceListSerializer(serializers.ModelSerializer):
         )
     )
     def get_counted(self, obj: Evidence) -> bool:
-        return selectors.is_counted(obj)
+        return consensus.is_counted(obj)
 
     def get_withdrawn(self, obj: Evidence) -> bool:
         return obj.withdrawn_at is not None
@@ -221,8 +222,8 @@ class EvidenceDetailSerializer(EvidenceListSerializer):
     @extend_schema_field(VerifiedFieldsSerializer)
     def get_verified_fields(self, obj: Evidence) -> dict[str, list[dict[str, str]]]:
         """Which values this site verified and which the signer merely wrote: the evidence
-        page's lists (``selectors.verified_and_claimed``)."""
-        verified, claimed = selectors.verified_and_claimed(obj)
+        page's lists (``evidence_page.verified_and_claimed``)."""
+        verified, claimed = verified_and_claimed(obj)
         return {
             "verified": [item.as_dict() for item in verified],
             "claimed": [item.as_dict() for item in claimed],

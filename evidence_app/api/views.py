@@ -26,10 +26,13 @@ from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
+from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
+from aicr_site.pagination import PagePagination
+from evidence_app import permissions
 from evidence_app.api.filters import EVIDENCE_FILTER_PARAMETERS, EvidenceFilter, SignerFilter
-from evidence_app.api.pagination import CountedCursorPagination, PagePagination
+from evidence_app.api.pagination import CountedCursorPagination
 from evidence_app.api.serializers import (
     ErrorSerializer,
     EvidenceDetailSerializer,
@@ -42,7 +45,7 @@ from evidence_app.api.serializers import (
     UploadStatusSerializer,
     WithdrawInputSerializer,
 )
-from evidence_app.auth import BearerTokenAuthentication, HasRole, roles_of
+from evidence_app.auth import BearerTokenAuthentication, EvidenceUploadThrottle, HasRole
 from evidence_app.models import Evidence, Role, Signer, SignerClassChange, UploadLog, UploadState
 from evidence_app.services import oci
 from evidence_app.services.ingest import (
@@ -135,6 +138,13 @@ class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         if self.action == "create":
             return [HasRole.of(Role.CONTRIBUTOR, Role.MAINTAINER)()]
         return [AllowAny()]
+
+    def get_throttles(self) -> list[BaseThrottle]:
+        # Uploads verify signatures (CPU) and store bytes: per user, EVIDENCE_UPLOAD_RATE.
+        # Reads are not throttled.
+        if self.action == "create":
+            return [EvidenceUploadThrottle()]
+        return []
 
     def get_queryset(self) -> QuerySet[Evidence]:
         qs = Evidence.objects.for_listing()
@@ -325,7 +335,7 @@ class EvidenceWithdrawView(APIView):
             evidence_withdraw(
                 evidence=evidence,
                 by=request.user,
-                roles=roles_of(request),
+                roles=permissions.roles_of(request.user, token=request.auth),
                 reason=serializer.validated_data["reason"],
             )
         except WithdrawalError as exc:
@@ -348,7 +358,7 @@ class UploadDetailView(APIView):
     )
     def get(self, request: Request, pk: int) -> Response:
         log = get_object_or_404(UploadLog.objects.all(), pk=pk)
-        roles = roles_of(request)
+        roles = permissions.roles_of(request.user, token=request.auth)
         if log.user_id != request.user.pk and not roles & {Role.MAINTAINER, Role.AUDITOR}:
             raise PermissionDenied("Only the uploader, an auditor or a maintainer may see it.")
         return Response(UploadStatusSerializer(log, context={"request": request}).data)

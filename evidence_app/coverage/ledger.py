@@ -16,8 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from evidence_app.models import Evidence, Verdict
-from evidence_app.selectors import staleness_map
-from evidence_app.services.staleness import StaleReason
+from evidence_app.services.staleness import StaleReason, staleness_bulk
 from recipes_app.models import Recipe
 
 from .identity import IDENTITIES
@@ -92,7 +91,7 @@ def qualification_ledger(recipe: Recipe) -> Ledger:
         .order_by("-attested_at", "-pk")
     )
     identities = evidence_identities([(e.pk, e.sha256) for e in evidences])
-    stale = staleness_map(evidences)
+    stale = staleness_bulk(evidences)
     groups: dict[tuple[str | None, ...], list[LedgerEvidence]] = {}
     for e in evidences:
         key = tuple(identities[e.pk].get(name) for name, _label in IDENTITIES)

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evidence_app.exports.consensus import package_consensus
+from evidence_app.consensus import package_consensus
 from evidence_app.exports.package import (
     FORMAT,
     MANIFEST,

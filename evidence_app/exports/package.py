@@ -16,7 +16,7 @@ Layout (every path relative, no links)::
     recipes/<digest>.yaml         the canonical recipe YAML each record binds to (sha256 = digest)
     recipes/index.json            digest → recipe name, catalog, declared checks
     catalogs/<id>.json.gz         the catalog snapshot each bound recipe comes from
-    consensus.json                the consensus of these records (``exports.consensus``)
+    consensus.json                the consensus of these records (``consensus.package_consensus``)
     MANIFEST.sha256               ``sha256sum`` lines over every file above
     MANIFEST.sha256.sig           ECDSA P-256 / SHA-256 signature of MANIFEST.sha256 (base64)
     site-key.pub                  the public half of the key that signed it
@@ -41,8 +41,8 @@ from typing import IO, Any
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from evidence_app import selectors
-from evidence_app.exports.consensus import package_consensus
+from evidence_app.consensus import package_consensus
+from evidence_app.consensus.rules import check_statuses
 from evidence_app.exports.records import export_chunks, ndjson_line
 from evidence_app.exports.signing import key_fingerprint, sign_manifest, site_private_key
 from evidence_app.models import Allowlist, Evidence, SigningKey, TrustRoot
@@ -69,7 +69,7 @@ def canonical_json(value: Any) -> bytes:
 
 def package_checks(check_results: Any) -> dict[str, dict[str, str]]:
     """The CTRF status of every check, per phase: what consensus reads from a run."""
-    return selectors._statuses(selectors.check_outcomes(check_results, detail=False))
+    return check_statuses(check_results)
 
 
 @dataclass

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from django.core.cache import cache
 from django.db.models import Count, Max
 
-from evidence_app import selectors
+from evidence_app.consensus.rules import check_statuses
 from evidence_app.corroborate import (
     Criteria,
     Run,
@@ -119,9 +119,7 @@ def dashboard_runs(warnings: list[str]) -> list[Run]:
             bundle_digest=f"sha256:{evidence.sha256}",
             rekor_log_index=evidence.rekor_log_index,
         )
-        statuses = selectors._statuses(
-            selectors.check_outcomes(evidence.check_results, detail=False)
-        )
+        statuses = check_statuses(evidence.check_results)
         try:
             runs.append(make_run(meta, statuses, None, warnings))
         except SkipRun:

@@ -19,7 +19,7 @@ from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
-from evidence_app import selectors
+from evidence_app.consensus.outcomes import phase_summaries
 from evidence_app.models import Evidence, Verdict
 from evidence_app.services.staleness import (
     AllowlistState,
@@ -144,7 +144,7 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def _phases(value: Any) -> dict[str, PhaseCounts]:
-    summaries = selectors.phase_summaries({"phases": value})
+    summaries = phase_summaries({"phases": value})
     return {
         name: {"passed": p.passed, "failed": p.failed, "skipped": p.skipped}
         for name, p in sorted(summaries.items())

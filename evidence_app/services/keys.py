@@ -16,8 +16,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from evidence_app.consensus import stored
 from evidence_app.models import Signer, SignerClass, SignerClassChange, SigningKey
-from evidence_app.services import consensus
 from evidence_app.verification.certificate import public_key_fingerprint
 
 MAX_PEM_CHARS = 4096
@@ -125,7 +125,7 @@ def signing_key_revoke(*, key: SigningKey, by=None) -> SigningKey:
         signer.counted = False
         signer.save(update_fields=["signer_class", "counted"])
         revoked.append(signer.pk)
-    consensus.signers_changed(revoked)
+    stored.signers_changed(revoked)
     return key
 
 

@@ -36,6 +36,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import transaction
 
+from evidence_app.consensus import stored
 from evidence_app.corroborate import allowlist as al
 from evidence_app.corroborate.errors import AllowlistError
 from evidence_app.corroborate.labels import source_label
@@ -48,7 +49,7 @@ from evidence_app.models import (
     SignerKind,
     SigningKey,
 )
-from evidence_app.services import consensus, trust_roots
+from evidence_app.services import trust_roots
 from evidence_app.verification import SignerClaims
 
 logger = logging.getLogger(__name__)
@@ -383,7 +384,7 @@ def signers_reclassify(
         signer.counted = decision.counted
         signer.label = decision.label
         signer.save(update_fields=["signer_class", "counted", "label"])
-    consensus.signers_changed(changed)
+    stored.signers_changed(changed)
     return len(changed)
 
 

@@ -12,8 +12,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from evidence_app import permissions
+from evidence_app.consensus import stored
 from evidence_app.models import Evidence
-from evidence_app.services import consensus
 
 MAX_REASON = 1000
 
@@ -55,5 +55,5 @@ def evidence_withdraw(*, evidence: Evidence, by: Any, roles: set[str], reason: s
     evidence.withdrawn_at = now
     evidence.withdrawn_by = by
     evidence.withdrawal_reason = reason
-    consensus.evidence_withdrawn(evidence)
+    stored.evidence_withdrawn(evidence)
     return evidence

@@ -1,6 +1,6 @@
 """Display helpers for evidence and consensus: CSS classes and symbols, never decisions.
 
-Which evidence counts, its state and its staleness are decided in ``evidence_app.selectors``;
+Which evidence counts, its state and its staleness are decided in ``evidence_app.consensus``;
 these only map already-decided values to what the page shows.
 """
 
@@ -11,8 +11,8 @@ from typing import Any
 
 from django import template
 
+from evidence_app import consensus
 from evidence_app.models import Evidence
-from evidence_app.selectors import STATE_DESCRIPTIONS, RecipeBadge, is_counted
 
 register = template.Library()
 
@@ -28,7 +28,7 @@ def state_class(state: str) -> str:
 
 @register.filter
 def state_description(state: str) -> str:
-    return STATE_DESCRIPTIONS.get(str(state), "")
+    return consensus.STATE_DESCRIPTIONS.get(str(state), "")
 
 
 @register.filter
@@ -62,12 +62,11 @@ def step_mark(ok: bool) -> str:
 
 @register.filter
 def counts(evidence: Evidence) -> bool:
-    """Whether consensus counts this evidence row (``selectors.is_counted``)."""
-    return is_counted(evidence)
+    """Whether consensus counts this evidence row (``consensus.is_counted``)."""
+    return consensus.is_counted(evidence)
 
 
 @register.filter
-def recipe_badge(recipe: Any) -> RecipeBadge:
+def recipe_badge(recipe: Any) -> consensus.RecipeBadge:
     """A listed recipe's badge (state, demo, staleness) from the list query's annotations."""
-    state = getattr(recipe, "consensus_state", None) or "UNTESTED"
-    return RecipeBadge.decode(getattr(recipe, "consensus_badge", ""), state=state)
+    return consensus.recipe_badge(recipe)

@@ -9,12 +9,11 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from evidence_app import selectors as evidence_selectors
-from evidence_app.selectors import RecipeBadge
+from evidence_app.consensus import STATES, ConsensusGrid, RecipeBadge, recipe_badge
 from recipes_app import selectors
 from recipes_app.models import PHASES, Catalog, Recipe
 
-CONSENSUS_FIELD = serializers.ChoiceField(choices=evidence_selectors.STATES)
+CONSENSUS_FIELD = serializers.ChoiceField(choices=STATES)
 
 
 class CriteriaSerializer(serializers.Serializer):
@@ -114,9 +113,7 @@ class RecipeListSerializer(serializers.ModelSerializer):
     def _badge(self, recipe: Recipe) -> RecipeBadge:
         # Listed recipes carry it (RecipeFilter annotates them); one recipe has its grid.
         if hasattr(recipe, "consensus_state"):
-            return RecipeBadge.decode(
-                getattr(recipe, "consensus_badge", ""), state=recipe.consensus_state
-            )
+            return recipe_badge(recipe)
         grid = self.context.get("consensus_grid")
         return grid.consensus.badge if grid is not None else RecipeBadge.decode(None)
 
@@ -210,7 +207,7 @@ class EvidenceSummarySerializer(serializers.Serializer):
     evidence_url = serializers.CharField(help_text="This recipe's evidence in the API.")
 
 
-def evidence_summary(grid: evidence_selectors.ConsensusGrid, request: Any) -> dict[str, Any]:
+def evidence_summary(grid: ConsensusGrid, request: Any) -> dict[str, Any]:
     rollup = grid.rollup
     url = reverse("api:evidence-list") + "?" + urlencode({"recipe": grid.recipe_name})
     return {

@@ -24,13 +24,13 @@ from drf_spectacular.utils import (
 )
 from rest_framework import status, viewsets
 from rest_framework.exceptions import NotFound, ValidationError
-from rest_framework.pagination import PageNumberPagination
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evidence_app import selectors as evidence_selectors
+from aicr_site.pagination import PagePagination
+from evidence_app import consensus
 from recipes_app import selectors
 from recipes_app.aicrd.errors import AicrdError, error_body, request_id
 from recipes_app.aicrd.inputs import MAX_VALUE_LENGTH, InputError, criteria_from_query, shorten
@@ -105,11 +105,6 @@ class YAMLRenderer(BaseRenderer):
         return yaml.safe_dump(plain, allow_unicode=True, sort_keys=True).encode("utf-8")
 
 
-class RecipePagination(PageNumberPagination):
-    page_size_query_param = "page_size"
-    max_page_size = 200
-
-
 class RecipeFilterBackend(DjangoFilterBackend):
     """``RecipeFilter``, with errors that name the field and the value that was refused."""
 
@@ -174,7 +169,7 @@ class RecipeViewSet(viewsets.ReadOnlyModelViewSet):
     lookup_value_regex = r"[^/]+"
     filter_backends = [RecipeFilterBackend]
     filterset_class = RecipeFilter
-    pagination_class = RecipePagination
+    pagination_class = PagePagination
     # Set by RecipeFilterBackend when the list is of the current catalog (links need it).
     current_catalog_id: int | None = None
 
@@ -199,7 +194,7 @@ class RecipeViewSet(viewsets.ReadOnlyModelViewSet):
         if not request.query_params.get("catalog"):
             self.current_catalog_id = recipe.catalog_id  # the default is the current one
         context = self.get_serializer_context()
-        context["consensus_grid"] = evidence_selectors.consensus_grid(recipe=recipe)
+        context["consensus_grid"] = consensus.consensus_grid(recipe=recipe)
         return Response(RecipeDetailSerializer(recipe, context=context).data)
 
 

@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from openapi_core import OpenAPI
 from openapi_core.contrib.django import DjangoOpenAPIRequest, DjangoOpenAPIResponse
 
-from evidence_app import selectors
+from evidence_app.evidence_page import verified_and_claimed
 from evidence_app.models import Evidence, SignerClass, TrustRoot, UploadLog
 from evidence_app.services.signers import allowlist_publish
 from recipes_app.models import Recipe
@@ -255,7 +255,7 @@ def test_it_shows_one_piece_of_evidence_in_full(
 def test_it_gives_the_evidence_pages_verified_and_claimed_fields(
     client: Client, example_recipe: Recipe
 ) -> None:
-    """One source for both (``selectors.verified_and_claimed``); a missing Rekor entry or
+    """One source for both (``evidence_page.verified_and_claimed``); a missing Rekor entry or
     signed timestamp is never listed as verified."""
     bare = EvidenceFactory(recipe=example_recipe, rekor_log_index=None, integrated_time=None)
     logged = EvidenceFactory(
@@ -270,7 +270,7 @@ def test_it_gives_the_evidence_pages_verified_and_claimed_fields(
     bare_fields, logged_fields = fields(bare), fields(logged)
 
     for evidence, got in ((bare, bare_fields), (logged, logged_fields)):
-        verified, claimed = selectors.verified_and_claimed(evidence)
+        verified, claimed = verified_and_claimed(evidence)
         assert got == {
             "verified": [item.as_dict() for item in verified],
             "claimed": [item.as_dict() for item in claimed],

@@ -1,4 +1,4 @@
-"""Stored consensus badges (``services.consensus``): every service that changes what a badge
+"""Stored consensus badges (``consensus.stored``): every service that changes what a badge
 rests on leaves the stored rows exactly as a full recomputation would, the list page and its
 ``?consensus=`` filter read them, and time alone (a run ageing into staleness) is honoured."""
 
@@ -19,11 +19,12 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from evidence_app import selectors
+from evidence_app import consensus
+from evidence_app.consensus import stored as stored_consensus
 from evidence_app.corroborate import CONFIRMED, SINGLE, UNTESTED
 from evidence_app.corroborate.allowlist import source_slug
 from evidence_app.models import Evidence, Signer, SignerClass, SignerKind
-from evidence_app.services import consensus, keys, signers
+from evidence_app.services import keys, signers
 from evidence_app.services.withdrawal import evidence_withdraw
 from recipes_app.models import Catalog, Recipe, RecipeConsensusState
 from recipes_app.services import catalog_import
@@ -46,17 +47,17 @@ CHECKS = {
 STATUSES = ("passed", "failed", "skipped", "pending", "other")
 
 
-def stored() -> dict[int, selectors.RecipeBadge]:
+def stored() -> dict[int, consensus.RecipeBadge]:
     return {
-        pk: selectors.RecipeBadge.decode(badge, state=state)
+        pk: consensus.RecipeBadge.decode(badge, state=state)
         for pk, state, badge in RecipeConsensusState.objects.values_list(
             "recipe_id", "state", "badge"
         )
     }
 
 
-def recomputed() -> dict[int, selectors.RecipeBadge]:
-    return {pk: badge for (pk, _), badge in selectors.recipe_badges_computed().badges.items()}
+def recomputed() -> dict[int, consensus.RecipeBadge]:
+    return {pk: badge for (pk, _), badge in consensus.recipe_badges_computed().badges.items()}
 
 
 def assert_current(recipes: list[Recipe], steps: list[str] | None = None) -> None:
@@ -64,8 +65,8 @@ def assert_current(recipes: list[Recipe], steps: list[str] | None = None) -> Non
     rows = stored()
     assert rows == recomputed(), steps
     for recipe in recipes:
-        grid = selectors.consensus_grid(recipe=recipe)
-        shown = rows.get(recipe.pk, selectors.RecipeBadge.decode(None))
+        grid = consensus.consensus_grid(recipe=recipe)
+        shown = rows.get(recipe.pk, consensus.RecipeBadge.decode(None))
         assert shown == grid.consensus.badge, (recipe.name, steps)
 
 
@@ -181,8 +182,8 @@ def test_a_real_ingest_refreshes_the_badge_in_its_transaction(
     )
     assert ingest(counted.bundle).verdict == "verified"
     row = RecipeConsensusState.objects.get(recipe=example_recipe)
-    grid = selectors.consensus_grid(recipe=example_recipe)
-    assert selectors.RecipeBadge.decode(row.badge, state=row.state) == grid.consensus.badge
+    grid = consensus.consensus_grid(recipe=example_recipe)
+    assert consensus.RecipeBadge.decode(row.badge, state=row.state) == grid.consensus.badge
     assert row.state == grid.state
     assert stored() == recomputed()
 
@@ -304,9 +305,9 @@ def test_it_backfills_an_empty_table_once(evidence_db: None) -> None:
     EvidenceFactory(recipe=recipe)
     RecipeConsensusState.objects.all().delete()  # as migrated from before the table
 
-    assert consensus.backfill_if_empty() == 1
+    assert stored_consensus.backfill_if_empty() == 1
     assert stored() == recomputed()
-    assert consensus.backfill_if_empty() == 0
+    assert stored_consensus.backfill_if_empty() == 0
 
 
 @pytest.mark.django_db(transaction=True)
@@ -321,13 +322,13 @@ def test_two_uploads_at_once_both_reach_the_stored_badge(
     recipe = RecipeFactory(catalog=CatalogFactory(), checks=CHECKS)
     pair = [SignerFactory(), SignerFactory()]
     both_stored = threading.Barrier(2, timeout=20)
-    real_lock = consensus._lock
+    real_lock = stored_consensus._lock
 
     def lock_after_both_stored(names: Any) -> None:
         both_stored.wait()
         real_lock(names)
 
-    monkeypatch.setattr(consensus, "_lock", lock_after_both_stored)
+    monkeypatch.setattr(stored_consensus, "_lock", lock_after_both_stored)
     errors: list[BaseException] = []
 
     def upload(signer: Signer) -> None:
@@ -447,7 +448,7 @@ def test_a_counted_ingest_refreshes_in_the_same_queries_whatever_the_runs(
         last = EvidenceFactory.build(recipe=recipe, signer=signer_pool[0])
         last.save()
         with CaptureQueriesContext(connection) as ctx, transaction.atomic():
-            consensus.evidence_stored(last)
+            stored_consensus.evidence_stored(last)
         assert stored() == recomputed()
         return len(ctx.captured_queries)
 

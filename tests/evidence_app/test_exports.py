@@ -229,7 +229,7 @@ def test_it_exports_an_empty_set_as_an_empty_body(
 def test_it_agrees_with_the_site_on_counted_and_staleness_for_every_row(
     api: Api, auditor: str, rows: list[Evidence], example_recipe: Recipe
 ) -> None:
-    from evidence_app import selectors
+    from evidence_app import consensus
     from evidence_app.services.staleness import staleness_bulk
 
     # More combinations: an older AICR version, a delisted signer, an old withdrawn row.
@@ -249,7 +249,7 @@ def test_it_agrees_with_the_site_on_counted_and_staleness_for_every_row(
     stale = staleness_bulk(evidence)
     assert len(records) == len(evidence) == len(rows) + 2
     for e in evidence:
-        assert records[e.pk]["counted"] is selectors.is_counted(e), e.pk
+        assert records[e.pk]["counted"] is consensus.is_counted(e), e.pk
         assert records[e.pk]["stale_reasons"] == [r.code for r in stale[e.pk]], e.pk
     assert any("signer-not-allowlisted" in r["stale_reasons"] for r in records.values())
     assert any("aicr-outdated" in r["stale_reasons"] for r in records.values())

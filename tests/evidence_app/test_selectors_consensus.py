@@ -13,7 +13,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from evidence_app import selectors
+from evidence_app import consensus
+from evidence_app.consensus.grid import COUNTED_COLUMNS_SHOWN, OTHER_COLUMNS_SHOWN, Row
 from evidence_app.corroborate import (
     CONFIRMED,
     CONTESTED,
@@ -115,7 +116,7 @@ def tabs_of(index: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def grid_as_aicr(grid: selectors.ConsensusGrid) -> dict[str, Any]:
+def grid_as_aicr(grid: consensus.ConsensusGrid) -> dict[str, Any]:
     """The grid in the shape of one of AICR's index.json grids."""
     tests = []
     for row in grid.rows:
@@ -165,14 +166,14 @@ def assert_same_as_aicr(recipes: dict[str, Recipe], index: dict[str, Any]) -> in
     compared = 0
     for name, tab in tabs_of(index).items():
         recipe = recipes[name]
-        combined = selectors.consensus_grid(recipe=recipe)
+        combined = consensus.consensus_grid(recipe=recipe)
         assert grid_as_aicr(combined) == aicr_grid(tab["combined"]), name
         versions = [v["aicrVer"] for v in tab["versions"]]
         assert [o.value for o in combined.lens_options[1:]] == [v for v in versions if v]
         for version in tab["versions"]:
             if not version["aicrVer"]:
                 continue  # a run without a version is only reachable through the default lens
-            grid = selectors.consensus_grid(recipe=recipe, lens=version["aicrVer"])
+            grid = consensus.consensus_grid(recipe=recipe, lens=version["aicrVer"])
             assert grid.lens == version["aicrVer"]
             assert grid_as_aicr(grid) == aicr_grid(version), (name, version["aicrVer"])
             compared += 1
@@ -192,7 +193,7 @@ def test_it_reproduces_aicrs_dashboard_for_its_fixture_tree() -> None:
     # kubeflow: combined + v1.0.0 + v0.14.0; gke: combined + v1.0.0
     assert assert_same_as_aicr(recipes, index) == 5
 
-    kubeflow = selectors.consensus_grid(recipe=recipes["h100-eks-ubuntu-training-kubeflow"])
+    kubeflow = consensus.consensus_grid(recipe=recipes["h100-eks-ubuntu-training-kubeflow"])
     assert kubeflow.phase_rollup == {
         "deployment": PARTIAL,
         "conformance": UNTESTED,
@@ -249,12 +250,12 @@ def recipe() -> Recipe:
     )
 
 
-def row(grid: selectors.ConsensusGrid, name: str) -> selectors.Row:
+def row(grid: consensus.ConsensusGrid, name: str) -> Row:
     return next(r for r in grid.rows if r.name == name)
 
 
 def test_it_lists_declared_checks_as_untested_rows_without_evidence(recipe: Recipe) -> None:
-    grid = selectors.consensus_grid(recipe=recipe)
+    grid = consensus.consensus_grid(recipe=recipe)
 
     assert [(r.phase, r.name, r.state) for r in grid.rows] == [
         ("deployment", "expected-resources", UNTESTED),
@@ -277,7 +278,7 @@ def test_it_lists_declared_checks_as_untested_rows_without_evidence(recipe: Reci
 def test_it_adds_ctrf_names_found_in_evidence(recipe: Recipe) -> None:
     EvidenceFactory(recipe=recipe, check_results=passed("operator-health", "driver-ready"))
 
-    grid = selectors.consensus_grid(recipe=recipe)
+    grid = consensus.consensus_grid(recipe=recipe)
 
     assert [r.name for r in grid.phases[0].rows] == [
         "driver-ready",
@@ -298,13 +299,13 @@ def test_it_counts_distinct_signers_never_builds(recipe: Recipe) -> None:
             attested_at=timezone.now() - timedelta(days=day),
         )
 
-    grid = selectors.consensus_grid(recipe=recipe)
+    grid = consensus.consensus_grid(recipe=recipe)
 
     assert len(grid.columns) == 1
     assert row(grid, "operator-health").state == SINGLE
 
     EvidenceFactory(recipe=recipe, check_results=passed("operator-health"))
-    assert row(selectors.consensus_grid(recipe=recipe), "operator-health").state == CONFIRMED
+    assert row(consensus.consensus_grid(recipe=recipe), "operator-health").state == CONFIRMED
 
 
 def test_it_takes_each_signers_latest_run_without_falling_back_per_row(recipe: Recipe) -> None:
@@ -323,7 +324,7 @@ def test_it_takes_each_signers_latest_run_without_falling_back_per_row(recipe: R
         check_results=results(operator_health="failed"),
     )
 
-    grid = selectors.consensus_grid(recipe=recipe)
+    grid = consensus.consensus_grid(recipe=recipe)
 
     assert row(grid, "operator-health").state == FAILING
     # The older run's pass does not fill the row the newer run lacks.
@@ -336,7 +337,7 @@ def test_it_surfaces_disagreement_as_contested(recipe: Recipe) -> None:
     EvidenceFactory(recipe=recipe, check_results=results(operator_health="passed"))
     EvidenceFactory(recipe=recipe, check_results=results(operator_health="failed"))
 
-    grid = selectors.consensus_grid(recipe=recipe)
+    grid = consensus.consensus_grid(recipe=recipe)
 
     assert row(grid, "operator-health").state == CONTESTED
     assert grid.state == CONTESTED
@@ -357,7 +358,7 @@ def test_it_surfaces_disagreement_as_contested(recipe: Recipe) -> None:
 def test_it_buckets_ctrf_statuses_like_aicr(recipe: Recipe, status: str, result: str) -> None:
     EvidenceFactory(recipe=recipe, check_results=results(operator_health=status))
 
-    cell = row(selectors.consensus_grid(recipe=recipe), "operator-health").cells[0]
+    cell = row(consensus.consensus_grid(recipe=recipe), "operator-health").cells[0]
 
     assert cell.result == result
 
@@ -368,7 +369,7 @@ def test_it_shows_reported_signers_with_zero_weight(recipe: Recipe) -> None:
     EvidenceFactory(recipe=recipe, signer=reported, check_results=results(operator_health="failed"))
     EvidenceFactory(recipe=recipe, signer=counted, check_results=results(operator_health="passed"))
 
-    grid = selectors.consensus_grid(recipe=recipe)
+    grid = consensus.consensus_grid(recipe=recipe)
 
     health = row(grid, "operator-health")
     assert health.state == SINGLE  # the reported fail changes nothing
@@ -393,7 +394,7 @@ def test_it_never_counts_simulated_evidence_and_gives_it_its_own_column(recipe: 
         check_results=results(operator_health="failed"),
     )
 
-    grid = selectors.consensus_grid(recipe=recipe)
+    grid = consensus.consensus_grid(recipe=recipe)
 
     health = row(grid, "operator-health")
     assert health.state == SINGLE  # the newer simulated fail neither counts nor hides the pass
@@ -421,7 +422,7 @@ def test_it_leaves_withdrawn_evidence_out_and_lists_it(recipe: Recipe) -> None:
         withdrawal_reason="wrong cluster",
     )
 
-    grid = selectors.consensus_grid(recipe=recipe)
+    grid = consensus.consensus_grid(recipe=recipe)
 
     assert [c.evidence for c in grid.columns] == [kept]
     assert row(grid, "operator-health").state == SINGLE
@@ -432,7 +433,7 @@ def test_it_leaves_withdrawn_evidence_out_and_lists_it(recipe: Recipe) -> None:
 def test_it_counts_demo_evidence_and_keeps_its_label(recipe: Recipe) -> None:
     EvidenceFactory(recipe=recipe, is_demo=True, check_results=results(operator_health="passed"))
 
-    grid = selectors.consensus_grid(recipe=recipe)
+    grid = consensus.consensus_grid(recipe=recipe)
 
     assert row(grid, "operator-health").state == SINGLE
     assert grid.columns[0].evidence.is_demo is True
@@ -441,7 +442,7 @@ def test_it_counts_demo_evidence_and_keeps_its_label(recipe: Recipe) -> None:
 def test_it_marks_evidence_without_ctrf_as_a_phase_summary_only(recipe: Recipe) -> None:
     evidence = EvidenceFactory(recipe=recipe, check_results={})
 
-    grid = selectors.consensus_grid(recipe=recipe)
+    grid = consensus.consensus_grid(recipe=recipe)
 
     column = grid.columns[0]
     assert column.evidence == evidence
@@ -462,7 +463,7 @@ def test_it_folds_phases_and_the_recipe_worst_first_with_partial(recipe: Recipe)
     EvidenceFactory(recipe=recipe, check_results=results(operator_health="passed"))
     EvidenceFactory(recipe=recipe, check_results=results(operator_health="passed"))
 
-    grid = selectors.consensus_grid(recipe=recipe)
+    grid = consensus.consensus_grid(recipe=recipe)
 
     assert row(grid, "operator-health").state == CONFIRMED
     assert row(grid, "expected-resources").state == UNTESTED
@@ -497,9 +498,9 @@ def test_its_version_lens_is_strict_same_version_consensus(recipe: Recipe) -> No
         check_results=results(operator_health="passed"),
     )
 
-    latest = selectors.consensus_grid(recipe=recipe)
-    old = selectors.consensus_grid(recipe=recipe, lens="v0.14.0")
-    new = selectors.consensus_grid(recipe=recipe, lens="v1.0.0")
+    latest = consensus.consensus_grid(recipe=recipe)
+    old = consensus.consensus_grid(recipe=recipe, lens="v0.14.0")
+    new = consensus.consensus_grid(recipe=recipe, lens="v1.0.0")
 
     assert [o.value for o in latest.lens_options] == ["", "v1.0.0", "v0.14.0"]
     assert row(latest, "operator-health").state == CONTESTED  # a's latest fails, b passes
@@ -512,7 +513,7 @@ def test_its_version_lens_is_strict_same_version_consensus(recipe: Recipe) -> No
 def test_it_refuses_an_unknown_lens_and_falls_back_to_the_latest_runs(recipe: Recipe) -> None:
     EvidenceFactory(recipe=recipe, check_results=results(operator_health="passed"))
 
-    grid = selectors.consensus_grid(recipe=recipe, lens="v9.9.9<script>")
+    grid = consensus.consensus_grid(recipe=recipe, lens="v9.9.9<script>")
 
     assert grid.lens == ""
     assert "v9.9.9<script>" in grid.lens_error
@@ -526,7 +527,7 @@ def test_it_matches_evidence_of_every_catalog_version_by_recipe_name(recipe: Rec
     older = RecipeFactory(name=recipe.name, catalog=earlier, checks=NO_CHECKS, digest="0" * 64)
     EvidenceFactory(recipe=older, check_results=results(operator_health="passed"))
 
-    grid = selectors.consensus_grid(recipe=recipe)
+    grid = consensus.consensus_grid(recipe=recipe)
 
     assert row(grid, "operator-health").state == SINGLE
     assert "recipe-changed" in [r.code for r in grid.columns[0].stale]
@@ -540,7 +541,7 @@ def test_it_reads_the_grid_in_a_constant_number_of_queries(recipe: Recipe) -> No
                 recipe=recipe, check_results=results(operator_health="passed"), is_demo=True
             )
         with CaptureQueriesContext(connection) as queries:
-            grid = selectors.consensus_grid(recipe=recipe)
+            grid = consensus.consensus_grid(recipe=recipe)
         assert len(grid.columns) == count
         return len(queries)
 
@@ -585,7 +586,7 @@ def test_its_list_states_agree_with_the_grids() -> None:
     states = consensus_reads.recipe_consensus_states(catalog=catalog)
 
     for recipe in recipes:
-        grid = selectors.consensus_grid(recipe=recipe)
+        grid = consensus.consensus_grid(recipe=recipe)
         assert consensus_reads.state_of(states, recipe.name) == grid.state, recipe.name
     assert [consensus_reads.state_of(states, r.name) for r in recipes] == [
         CONFIRMED,
@@ -607,7 +608,7 @@ def test_its_list_states_cost_one_query_whatever_the_number_of_recipes() -> None
         for recipe in RecipeFactory.create_batch(count, catalog=catalog):
             EvidenceFactory(recipe=recipe, check_results=results(operator_health="passed"))
         with CaptureQueriesContext(connection) as compute:
-            selectors.recipe_badges_computed()
+            consensus.recipe_badges_computed()
         with CaptureQueriesContext(connection) as read:
             assert len(consensus_reads.recipe_consensus_states(catalog=catalog)) == total
         return len(compute), len(read)
@@ -662,11 +663,11 @@ def test_its_counted_rule_is_the_querysets() -> None:
     ]
     in_sql = set(Evidence.objects.counted().values_list("pk", flat=True))
 
-    assert {e.pk for e in Evidence.objects.select_related("signer") if selectors.is_counted(e)} == (
+    assert {e.pk for e in Evidence.objects.select_related("signer") if consensus.is_counted(e)} == (
         in_sql
     )
     assert len(in_sql) == 2  # counted signer, verified, real, not withdrawn: demo or not
-    assert all(selectors.is_counted(e) == (e.pk in in_sql) for e in rows)
+    assert all(consensus.is_counted(e) == (e.pk in in_sql) for e in rows)
 
 
 def test_its_list_badges_carry_demo_and_staleness_like_the_grid() -> None:
@@ -681,14 +682,14 @@ def test_its_list_badges_carry_demo_and_staleness_like_the_grid() -> None:
     EvidenceFactory(recipe=recipe, check_results=results(operator_health="passed"))
 
     badge = consensus_reads.recipe_consensus_badges(catalog=catalog)[recipe.name]
-    grid = selectors.consensus_grid(recipe=recipe)
+    grid = consensus.consensus_grid(recipe=recipe)
 
     assert badge == grid.consensus.badge
     assert badge.state == CONFIRMED
     assert badge.includes_demo is True
     assert (badge.stale.counted_runs, badge.stale.stale_runs) == (2, 1)
     assert badge.stale.reasons == (("older-than-30-days", 1),)
-    assert selectors.RecipeBadge.decode(badge.encode()) == badge
+    assert consensus.RecipeBadge.decode(badge.encode()) == badge
 
 
 def test_the_source_id_is_the_verified_identity_hash() -> None:
@@ -699,35 +700,35 @@ def test_the_source_id_is_the_verified_identity_hash() -> None:
 
 def test_it_caps_the_shown_columns_and_still_counts_every_signer(recipe: Recipe) -> None:
     base = timezone.now() - timedelta(days=1)
-    total = selectors.COUNTED_COLUMNS_SHOWN + 5
+    total = COUNTED_COLUMNS_SHOWN + 5
     for i in range(total):
         EvidenceFactory(
             recipe=recipe,
             attested_at=base + timedelta(minutes=i),
             check_results=results(operator_health="failed" if i == 0 else "passed"),
         )
-    for _ in range(selectors.OTHER_COLUMNS_SHOWN + 2):
+    for _ in range(OTHER_COLUMNS_SHOWN + 2):
         EvidenceFactory(
             recipe=recipe,
             signer=SignerFactory(counted=False),
             check_results=results(operator_health="passed"),
         )
 
-    grid = selectors.consensus_grid(recipe=recipe)
+    grid = consensus.consensus_grid(recipe=recipe)
     assert len(grid.counted_columns) == total
     assert grid.is_capped
-    assert grid.shown_counted == selectors.COUNTED_COLUMNS_SHOWN
-    assert grid.shown_reported == selectors.OTHER_COLUMNS_SHOWN
+    assert grid.shown_counted == COUNTED_COLUMNS_SHOWN
+    assert grid.shown_reported == OTHER_COLUMNS_SHOWN
     # The oldest run (the only failure) is not shown, and still makes the row CONTESTED.
     assert row(grid, "operator-health").state == CONTESTED
-    assert row(grid, "operator-health").consensus.reported == selectors.OTHER_COLUMNS_SHOWN + 2
+    assert row(grid, "operator-health").consensus.reported == OTHER_COLUMNS_SHOWN + 2
     assert all(cell.result == "pass" for cell in row(grid, "operator-health").cells[:40])
     assert len(row(grid, "operator-health").cells) == len(grid.shown_columns)
     assert all(len(p.summaries) == len(grid.shown_columns) for p in grid.phases)
     shown_runs = {c.evidence.attested_at for c in grid.shown_columns if c.counted}
-    assert min(shown_runs) == base + timedelta(minutes=total - selectors.COUNTED_COLUMNS_SHOWN)
+    assert min(shown_runs) == base + timedelta(minutes=total - COUNTED_COLUMNS_SHOWN)
 
-    everything = selectors.consensus_grid(recipe=recipe, signers="all")
+    everything = consensus.consensus_grid(recipe=recipe, signers="all")
     assert not everything.is_capped
     assert everything.cappable
     assert len(row(everything, "operator-health").cells) == len(everything.columns)

@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from evidence_app import selectors
+from evidence_app.consensus.grid import COUNTED_COLUMNS_SHOWN
 from evidence_app.corroborate import CONFIRMED, CONTESTED, FAILING, PARTIAL, SINGLE, UNTESTED
 from evidence_app.models import Evidence
 from recipes_app.models import Catalog, Recipe
@@ -669,7 +669,7 @@ def test_it_caps_the_withdrawn_list_and_counts_the_rest(client: Any, recipe: Rec
 
 
 def test_it_caps_the_signer_columns_and_shows_all_on_request(client: Any, recipe: Recipe) -> None:
-    total = selectors.COUNTED_COLUMNS_SHOWN + 3
+    total = COUNTED_COLUMNS_SHOWN + 3
     for i in range(total):
         EvidenceFactory(
             recipe=recipe,
@@ -679,8 +679,8 @@ def test_it_caps_the_signer_columns_and_shows_all_on_request(client: Any, recipe
 
     page = client.get(detail_url(recipe.name)).content.decode()
     section = consensus_section(page)
-    assert section.count('<th scope="col" class="signer-col') == selectors.COUNTED_COLUMNS_SHOWN
-    assert f"Showing {selectors.COUNTED_COLUMNS_SHOWN} of {total} counted signers" in section
+    assert section.count('<th scope="col" class="signer-col') == COUNTED_COLUMNS_SHOWN
+    assert f"Showing {COUNTED_COLUMNS_SHOWN} of {total} counted signers" in section
     assert "all are counted in the states" in section
     assert f"/api/v1/evidence/?recipe={recipe.name}" in section
     # The hidden oldest run's failure still counts.

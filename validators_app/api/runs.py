@@ -22,13 +22,13 @@ from drf_spectacular.utils import (
 )
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import AllowAny, BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
+from aicr_site.pagination import PagePagination
 from evidence_app.api.serializers import ErrorSerializer
 from evidence_app.api.views import BoundedJSONParser
 from evidence_app.auth import HasRole
@@ -160,11 +160,6 @@ class RunFilter(django_filters.FilterSet):
         fields: list[str] = []
 
 
-class RunPagination(PageNumberPagination):
-    page_size_query_param = "page_size"
-    max_page_size = 200
-
-
 class _MaintainerWrites(BasePermission):
     """Reads are public; starting and cancelling need a maintainer."""
 
@@ -195,7 +190,7 @@ class RunViewSet(
 ):
     serializer_class = RunSerializer
     filterset_class = RunFilter
-    pagination_class = RunPagination
+    pagination_class = PagePagination
     permission_classes = [_MaintainerWrites]
     parser_classes = [BoundedJSONParser]
 

@@ -6,7 +6,7 @@ import time
 
 from django.core.management.base import BaseCommand
 
-from evidence_app.services import consensus
+from evidence_app.consensus import stored
 
 
 class Command(BaseCommand):
@@ -17,6 +17,6 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, **options: object) -> None:
         start = time.perf_counter()
-        stored = consensus.consensus_refresh()
+        badges = stored.consensus_refresh()
         elapsed = time.perf_counter() - start
-        self.stdout.write(f"{stored} recipe badges stored in {elapsed:.2f} s")
+        self.stdout.write(f"{badges} recipe badges stored in {elapsed:.2f} s")

@@ -8,9 +8,9 @@ from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 
+from evidence_app.consensus.stored import evidence_stored as refresh_consensus
 from evidence_app.models import Allowlist, Evidence, Signer, UploadOutcome, Verdict
 from evidence_app.services import signers
-from evidence_app.services.consensus import evidence_stored as refresh_consensus
 from evidence_app.services.ingest.result import IngestResult
 from evidence_app.services.ingest.rows import column_of, insert_row
 from evidence_app.services.ingest.upload_log import Upload, log_upload

@@ -2,7 +2,7 @@
 
 The list page's badges and ``?consensus=`` filter read ``RecipeConsensusState`` rows (one per
 recipe row with counted evidence, in every catalog version) instead of recomputing the whole
-catalog on the first read after a change. A row holds ``selectors.recipe_badges_computed``:
+catalog on the first read after a change. A row holds ``badges.recipe_badges_computed``:
 the grid's own ``recipe_consensus`` over the newest counted run of each signer, with its demo
 and staleness notes. What it rests on, and who refreshes it:
 
@@ -32,7 +32,8 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.utils import timezone
 
-from evidence_app import selectors
+from evidence_app.consensus.badges import recipe_badges_computed
+from evidence_app.consensus.rules import is_counted
 from evidence_app.models import Evidence, Verdict
 from recipes_app.models import Catalog, RecipeConsensusState
 
@@ -60,7 +61,7 @@ def _lock(names: Collection[str] | None) -> None:
 
 def _store(names: Collection[str] | None, now: datetime) -> int:
     """Recompute and replace the rows of ``names`` (None: all); the caller holds the locks."""
-    computed = selectors.recipe_badges_computed(names=names, now=now)
+    computed = recipe_badges_computed(names=names, now=now)
     # Rows of recipes that lost their last counted run go; the others are replaced in place
     # (one upsert: a counted ingest, which cannot remove a badge, deletes nothing).
     if computed.unbadged_pks:
@@ -126,7 +127,7 @@ def consensus_refresh_expired(
 def evidence_stored(evidence: Evidence) -> None:
     """Ingest stored a new record: only a counted one can change a badge (reported and
     simulated runs never change a state, and only counted runs set the staleness bars)."""
-    if selectors.is_counted(evidence):
+    if is_counted(evidence):
         consensus_refresh([evidence.recipe_name])
 
 

@@ -2,7 +2,7 @@
 
 The same function runs when the package is written and when ``verify_audit`` re-checks it, so
 an auditor can see that the stated states follow from the records (and, through the manifest,
-that nobody changed either). It is the site's rule (``selectors.recipe_consensus``: AICR's
+that nobody changed either). It is the site's rule (``rules.recipe_consensus``: AICR's
 corroboration port) applied to the package's records: per recipe name, the newest counted run
 of each signer; the declared checks are those of the recipe the newest of those runs binds to.
 A package exported with filters states the consensus of what it holds, not the site's.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from evidence_app import selectors
+from evidence_app.consensus.rules import GRID_PHASES, Run, declared_checks, recipe_consensus
 
 
 def _newest_counted_runs(
@@ -42,17 +42,17 @@ def package_consensus(
     out: dict[str, Any] = {}
     for name, by_signer in sorted(_newest_counted_runs(records).items()):
         runs = sorted(by_signer.values(), key=lambda r: (r["attested_at"], r["id"]), reverse=True)
-        result = selectors.recipe_consensus(
-            selectors.declared_checks(declared.get(runs[0]["recipe_digest"], {})),
+        result = recipe_consensus(
+            declared_checks(declared.get(runs[0]["recipe_digest"], {})),
             [
-                selectors._Run(
+                Run(
                     key=str(run["signer_slug"]),
                     counted=True,
                     simulated=bool(run["is_simulated"]),
                     statuses={
                         phase: dict(checks)
                         for phase, checks in (run.get("checks") or {}).items()
-                        if phase in selectors.GRID_PHASES
+                        if phase in GRID_PHASES
                     },
                     demo=bool(run["is_demo"]),
                     stale=tuple(run.get("stale_reasons") or ()),

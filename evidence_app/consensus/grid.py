@@ -1,0 +1,503 @@
+"""The consensus grid of one recipe: its signers as columns, its checks as rows, each cell a
+run's result, each row, phase and the recipe a consensus state (``rules.recipe_consensus``).
+
+- **Columns** are signers: one per verified signer (and one more for a signer's simulated
+  runs), counted first, then reported, then simulated. Withdrawn evidence is listed (struck,
+  with its reason; the newest WITHDRAWN_SHOWN, then a count) but never selected.
+- **Lens**: by default each column's single newest run (``attested_at``, then id) whatever
+  its AICR version; with a version, each column's newest run *at that version* and only the
+  columns that have one: strict same-version consensus, as AICR's per-version grids. The
+  newest run per column is picked in SQL. States use every column; the page renders at most
+  COUNTED_COLUMNS_SHOWN counted and OTHER_COLUMNS_SHOWN reported and simulated columns
+  (newest runs first) unless asked for all (``signers="all"``), and says so.
+- Evidence without per-check CTRF data (a bare Sigstore bundle) only has the predicate's phase
+  summary, so it is not-run on every row and its column says so.
+
+``consensus_grid`` runs a fixed number of queries whatever the number of evidence rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db.models import BooleanField, Count, ExpressionWrapper, F, Max, Q, QuerySet, Window
+from django.db.models.functions import RowNumber
+
+from evidence_app.consensus.outcomes import (
+    CheckOutcome,
+    PhaseSummary,
+    check_outcomes,
+    phase_summaries,
+)
+from evidence_app.consensus.rules import (
+    GRID_PHASES,
+    RUN_FIELDS,
+    RecipeConsensus,
+    RowConsensus,
+    RowKey,
+    Run,
+    StaleSummary,
+    declared_checks,
+    eligible,
+    is_counted,
+    latest_per,
+    outcome_statuses,
+    recipe_consensus,
+    signer_group,
+)
+from evidence_app.corroborate import (
+    Consensus,
+    RecipeRollup,
+    order_versions_newest_first,
+    parse_rfc3339,
+)
+from evidence_app.models import Evidence, Signer
+from evidence_app.selectors import HEAVY_FIELDS
+from evidence_app.services.staleness import StaleReason, staleness_bulk
+from recipes_app.models import Recipe
+
+RECENT_EVIDENCE = 20
+WITHDRAWN_SHOWN = 20  # the recipe page lists this many withdrawn runs, then a count
+# The grid shows at most this many counted signer columns (newest runs first) and this many
+# reported and simulated ones each, unless asked for all (``signers="all"``); states are
+# always computed over every column.
+COUNTED_COLUMNS_SHOWN = 40
+OTHER_COLUMNS_SHOWN = 10
+# What the grid reads of each selected run (the predicate only as its ``phases`` object).
+GRID_FIELDS = (*RUN_FIELDS, "k8s_version")
+
+
+@dataclass
+class Column:
+    """One signer (or one signer's simulated runs) and the run selected for the lens."""
+
+    key: str
+    signer: Signer
+    simulated: bool
+    evidence: Evidence
+    outcomes: dict[str, dict[str, CheckOutcome]] = field(default_factory=dict)
+    summaries: dict[str, PhaseSummary] = field(default_factory=dict)
+    stale: list[StaleReason] = field(default_factory=list)
+
+    @property
+    def counted(self) -> bool:
+        return is_counted(self.evidence)
+
+    @property
+    def group(self) -> str:
+        return "simulated" if self.simulated else signer_group(self.signer)
+
+    @property
+    def summary_only(self) -> bool:
+        """No per-check CTRF data: the column only has the predicate's phase summaries."""
+        return not any(self.outcomes.get(phase) for phase in GRID_PHASES)
+
+
+@dataclass(frozen=True)
+class Cell:
+    column: Column
+    result: str  # pass | fail | not-run
+    outcome: CheckOutcome | None
+
+
+@dataclass(frozen=True)
+class Row:
+    phase: str
+    name: str
+    declared: bool
+    thresholds: list[dict[str, Any]]
+    consensus: Consensus
+    cells: list[Cell]
+    in_rollup: bool = True  # False: only reported or simulated runs carry this name
+    demo: bool = False  # a counted demo run gave it a pass or a fail
+    voters: int = 0  # counted runs with a pass or a fail on it
+    stale_voters: int = 0  # … of which stale
+
+    @property
+    def state(self) -> str:
+        return self.consensus.state
+
+    @property
+    def stale_note(self) -> str:
+        if not self.stale_voters:
+            return ""
+        return f"{self.stale_voters} of {self.voters} counted results from stale runs"
+
+
+@dataclass(frozen=True)
+class PhaseCell:
+    column: Column
+    summary: PhaseSummary | None
+
+
+@dataclass(frozen=True)
+class GridPhase:
+    phase: str
+    state: str
+    rows: list[Row]
+    summaries: list[PhaseCell]
+    demo: bool = False  # its state rests on a pass or fail of demo evidence
+
+
+@dataclass(frozen=True)
+class LensOption:
+    value: str  # "" = latest run per signer
+    label: str
+    selected: bool
+
+
+@dataclass
+class ConsensusGrid:
+    recipe_name: str
+    lens: str
+    lens_error: str
+    lens_options: list[LensOption]
+    columns: list[Column]  # every column: the states are computed over all of them
+    phases: list[GridPhase]  # rows' cells and phase summaries: the shown columns only
+    consensus: RecipeConsensus
+    recent: list[Evidence]  # newest evidence of this recipe (withdrawn ones included)
+    withdrawn: list[Evidence]  # the newest WITHDRAWN_SHOWN withdrawn ones
+    stale: dict[int, list[StaleReason]]
+    evidence_count: int
+    withdrawn_count: int = 0
+    shown_columns: list[Column] = field(default_factory=list)  # the columns rendered
+    all_signers: bool = False  # asked for every column (``signers="all"``)
+
+    @property
+    def is_capped(self) -> bool:
+        """Some columns are not rendered (they still count in every state)."""
+        return len(self.shown_columns) < len(self.columns)
+
+    @property
+    def cappable(self) -> bool:
+        """Showing every column, though the default view would cap them."""
+        return self.all_signers and len(_shown_columns(self.columns, False)) < len(self.columns)
+
+    @property
+    def shown_counted(self) -> int:
+        return sum(1 for c in self.shown_columns if c.counted)
+
+    @property
+    def shown_reported(self) -> int:
+        return sum(1 for c in self.shown_columns if c.group == "reported")
+
+    @property
+    def shown_simulated(self) -> int:
+        return sum(1 for c in self.shown_columns if c.simulated)
+
+    @property
+    def rollup(self) -> RecipeRollup:
+        return self.consensus.rollup
+
+    @property
+    def state(self) -> str:
+        return self.consensus.state
+
+    @property
+    def includes_demo(self) -> bool:
+        return self.consensus.includes_demo
+
+    @property
+    def stale_summary(self) -> StaleSummary:
+        return self.consensus.stale
+
+    @property
+    def withdrawn_hidden(self) -> int:
+        return max(0, self.withdrawn_count - len(self.withdrawn))
+
+    @property
+    def rows(self) -> list[Row]:
+        return [row for phase in self.phases for row in phase.rows]
+
+    @property
+    def counted_columns(self) -> list[Column]:
+        return [c for c in self.columns if c.counted]
+
+    @property
+    def reported_columns(self) -> list[Column]:
+        return [c for c in self.columns if c.group == "reported"]
+
+    @property
+    def simulated_columns(self) -> list[Column]:
+        return [c for c in self.columns if c.simulated]
+
+    @property
+    def has_summary_only(self) -> bool:
+        return any(c.summary_only for c in self.shown_columns)
+
+    @property
+    def has_shown_only_rows(self) -> bool:
+        return any(not row.in_rollup for row in self.rows)
+
+    @property
+    def phase_rollup(self) -> dict[str, str]:
+        return {phase.phase: phase.state for phase in self.phases}
+
+
+def _column_key(evidence: Evidence) -> str:
+    source = evidence.signer.source_id
+    return f"{source}:simulated" if evidence.is_simulated else source
+
+
+def _instant(moment: datetime) -> int:
+    text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    instant = parse_rfc3339(text)
+    return instant if instant is not None else 0
+
+
+def _versions_newest_first(pairs: Iterable[tuple[str, datetime]]) -> list[str]:
+    """AICR versions (each with its newest run's ``attested_at``), newest release first:
+    AICR's lens order."""
+    newest: dict[str, int] = {}
+    for version, attested_at in pairs:
+        instant = _instant(attested_at)
+        if instant > newest.get(version, -(2**63)):
+            newest[version] = instant
+    return order_versions_newest_first(newest, newest)
+
+
+def _column_order(column: Column) -> tuple[int, str, str]:
+    group = {"counted": 0, "reported": 1, "simulated": 2}[column.group]
+    return (group, column.signer.label.lower(), column.key)
+
+
+def _shown_columns(columns: Sequence[Column], show_all: bool) -> list[Column]:
+    """The columns rendered: all of them, or the newest COUNTED_COLUMNS_SHOWN counted ones
+    and the newest OTHER_COLUMNS_SHOWN reported and simulated ones each, in grid order."""
+    if show_all:
+        return list(columns)
+    caps = {
+        "counted": COUNTED_COLUMNS_SHOWN,
+        "reported": OTHER_COLUMNS_SHOWN,
+        "simulated": OTHER_COLUMNS_SHOWN,
+    }
+    newest = sorted(columns, key=lambda c: (c.evidence.attested_at, c.evidence.pk), reverse=True)
+    taken: dict[str, int] = {}
+    keep: set[int] = set()
+    for column in newest:
+        group = "counted" if column.counted else column.group
+        if taken.get(group, 0) < caps[group]:
+            taken[group] = taken.get(group, 0) + 1
+            keep.add(id(column))
+    return [c for c in columns if id(c) in keep]
+
+
+@dataclass(frozen=True)
+class _Lens:
+    """The lens asked for, checked against the AICR versions that have eligible runs."""
+
+    version: str  # "" = latest run per signer
+    error: str
+    versions: list[str]  # newest first
+
+    @property
+    def options(self) -> list[LensOption]:
+        options = [LensOption(value="", label="Latest run per signer", selected=not self.version)]
+        options += [
+            LensOption(value=v, label=f"AICR {v}", selected=v == self.version)
+            for v in self.versions
+        ]
+        return options
+
+
+def _lens(mine: QuerySet[Evidence], asked: str, *, has_evidence: bool) -> _Lens:
+    """``asked`` if some eligible run has that AICR version, else the default lens (and why)."""
+    versions: list[str] = []
+    if has_evidence:
+        # A run without an AICR version cannot be picked by version; it still shows in the
+        # default lens.
+        version_rows = (
+            eligible(mine).order_by().values("aicr_version").annotate(newest=Max("attested_at"))
+        )
+        pairs = ((r["aicr_version"], r["newest"]) for r in version_rows)
+        versions = [v for v in _versions_newest_first(pairs) if v]
+    if asked and asked not in versions:
+        error = (
+            f"No counted or reported evidence was produced with AICR version “{asked}”; "
+            "showing each signer's latest run instead."
+        )
+        return _Lens(version="", error=error, versions=versions)
+    return _Lens(version=asked, error="", versions=versions)
+
+
+def _selected_runs(mine: QuerySet[Evidence], lens: str) -> list[Evidence]:
+    """Each column's newest eligible run for the lens, without the bytes, the transcript or
+    the predicate beyond its phase summaries (one windowed query)."""
+    candidates = eligible(mine)
+    if lens:
+        candidates = candidates.filter(aicr_version=lens)
+    return list(
+        latest_per(candidates, "signer_id", "is_simulated")
+        .select_related("signer")
+        .only(*GRID_FIELDS)
+        .annotate(_phases=F("predicate__phases"))
+        .order_by("-attested_at", "-pk")
+    )
+
+
+def _columns(selected: Sequence[Evidence], stale: dict[int, list[StaleReason]]) -> list[Column]:
+    """One column per selected run, in grid order, with the statuses consensus reads."""
+    columns = [
+        Column(
+            key=_column_key(e),
+            signer=e.signer,
+            simulated=e.is_simulated,
+            evidence=e,
+            outcomes=check_outcomes(e.check_results, detail=False),
+            stale=stale.get(e.pk, []),
+        )
+        for e in selected
+    ]
+    columns.sort(key=_column_order)
+    return columns
+
+
+def _read_cell_details(shown_columns: Iterable[Column]) -> None:
+    """The shown columns' cell details (durations, messages, metrics) and phase summaries."""
+    for column in shown_columns:
+        evidence = column.evidence
+        column.outcomes = check_outcomes(evidence.check_results)
+        column.summaries = phase_summaries({"phases": getattr(evidence, "_phases", None)})
+
+
+def _row(
+    found: RowConsensus,
+    declared: dict[RowKey, list[dict[str, Any]]],
+    columns: Sequence[Column],
+    shown: Sequence[int],
+) -> Row:
+    """One row of the grid: its consensus, and a cell for each shown column (by index)."""
+    phase, name = found.key
+    cells = [
+        Cell(
+            column=columns[i],
+            result=found.results[i],
+            outcome=columns[i].outcomes.get(phase, {}).get(name),
+        )
+        for i in shown
+    ]
+    return Row(
+        phase=phase,
+        name=name,
+        declared=found.key in declared,
+        thresholds=declared.get(found.key, []),
+        consensus=found.consensus,
+        cells=cells,
+        in_rollup=found.in_rollup,
+        demo=found.demo,
+        voters=found.voters,
+        stale_voters=found.stale_voters,
+    )
+
+
+def _grid_phases(
+    consensus: RecipeConsensus,
+    declared: dict[RowKey, list[dict[str, Any]]],
+    columns: Sequence[Column],
+    shown_columns: Sequence[Column],
+) -> list[GridPhase]:
+    """The grid's phases with their rows (cells for the shown columns only)."""
+    shown_ids = {id(c) for c in shown_columns}
+    shown = [i for i, c in enumerate(columns) if id(c) in shown_ids]
+    by_phase: dict[str, list[Row]] = {phase: [] for phase in GRID_PHASES}
+    for found in consensus.rows:
+        by_phase[found.key[0]].append(_row(found, declared, columns, shown))
+    return [
+        GridPhase(
+            phase=phase,
+            state=consensus.phase_states[phase],
+            rows=by_phase[phase],
+            summaries=[PhaseCell(column=c, summary=c.summaries.get(phase)) for c in shown_columns],
+            demo=consensus.phase_demo[phase],
+        )
+        for phase in GRID_PHASES
+    ]
+
+
+def consensus_grid(
+    *, recipe: Recipe, lens: str | None = None, signers: str | None = None
+) -> ConsensusGrid:
+    """The consensus grid of ``recipe`` (evidence matched by recipe name, any catalog version:
+    evidence of another digest shows as stale, recipe changed, and still counts, as in AICR).
+
+    Only what is shown is read: the counts, the AICR versions (aggregated), each column's
+    newest run for the lens, the newest RECENT_EVIDENCE rows, the newest WITHDRAWN_SHOWN
+    withdrawn rows, and the staleness reads: constant, whatever the number of evidence rows.
+
+    The states are computed over every column; only ``shown_columns`` (all of them with
+    ``signers="all"``, else a capped number per group, newest runs first) get cells.
+    """
+    show_all = (signers or "").strip().lower() == "all"
+    mine = Evidence.objects.filter(recipe_name=recipe.name)
+    counts = mine.aggregate(
+        n=Count("pk"), withdrawn=Count("pk", filter=Q(withdrawn_at__isnull=False))
+    )
+    evidence_count: int = counts["n"]
+    chosen = _lens(mine, (lens or "").strip()[:100], has_evidence=bool(evidence_count))
+    selected: list[Evidence] = []
+    recent: list[Evidence] = []
+    withdrawn: list[Evidence] = []
+    if evidence_count:
+        selected = _selected_runs(mine, chosen.version)
+        recent, withdrawn = _recent_and_withdrawn(mine)
+    shown = {e.pk: e for e in [*selected, *recent, *withdrawn]}
+    stale = staleness_bulk(list(shown.values()))
+
+    columns = _columns(selected, stale)
+    shown_columns = _shown_columns(columns, show_all)
+    _read_cell_details(shown_columns)
+    declared = declared_checks(recipe.checks)
+    consensus = recipe_consensus(declared, [_run_of(c) for c in columns])
+    return ConsensusGrid(
+        recipe_name=recipe.name,
+        lens=chosen.version,
+        lens_error=chosen.error,
+        lens_options=chosen.options,
+        columns=columns,
+        phases=_grid_phases(consensus, declared, columns, shown_columns),
+        consensus=consensus,
+        recent=recent,
+        withdrawn=withdrawn,
+        stale=stale,
+        evidence_count=evidence_count,
+        withdrawn_count=counts["withdrawn"],
+        shown_columns=shown_columns,
+        all_signers=show_all,
+    )
+
+
+def _recent_and_withdrawn(mine: QuerySet[Evidence]) -> tuple[list[Evidence], list[Evidence]]:
+    """The newest RECENT_EVIDENCE rows and the newest WITHDRAWN_SHOWN withdrawn ones, in one
+    query (each row ranked overall and within its withdrawn-or-not group)."""
+    newest_first = [F("attested_at").desc(), F("pk").desc()]
+    is_withdrawn = ExpressionWrapper(Q(withdrawn_at__isnull=False), output_field=BooleanField())
+    rows = list(
+        mine.select_related("signer")
+        .defer(*HEAVY_FIELDS)
+        .annotate(
+            _withdrawn=is_withdrawn,
+            _pos=Window(RowNumber(), order_by=newest_first),
+            _group_pos=Window(RowNumber(), partition_by=[is_withdrawn], order_by=newest_first),
+        )
+        .filter(Q(_pos__lte=RECENT_EVIDENCE) | Q(_group_pos__lte=WITHDRAWN_SHOWN))
+        .order_by("-attested_at", "-pk")
+    )
+    recent: list[Evidence] = [e for e in rows if e._pos <= RECENT_EVIDENCE]
+    withdrawn: list[Evidence] = [
+        e for e in rows if e._withdrawn and e._group_pos <= WITHDRAWN_SHOWN
+    ]
+    return recent, withdrawn
+
+
+def _run_of(column: Column) -> Run:
+    return Run(
+        key=column.signer.source_id,
+        counted=column.counted,
+        simulated=column.simulated,
+        statuses=outcome_statuses(column.outcomes),
+        demo=column.evidence.is_demo,
+        stale=tuple(reason.code for reason in column.stale),
+    )

@@ -1,0 +1,374 @@
+"""Which runs count, and the consensus state they give: AICR's rules fed from database rows.
+
+The rules are AICR's (``evidence_app.corroborate``: ``bucket_status``, ``compute_consensus``,
+``rollup_phase``, ``rollup_recipe``), applied to the runs selected here:
+
+- **Counted** evidence is ``EvidenceQuerySet.counted()``; ``is_counted`` is the same rule for
+  one loaded row (the API's ``counted``, the evidence tables, the grid's counted columns).
+- **Eligible** evidence is verified and not withdrawn (``eligible``). Simulated evidence is
+  eligible for its own columns (labelled, never counted); demo evidence (signed with a demo
+  key) counts like any other, and every state it feeds says so.
+- A signer's runs are **counted** (allowlisted or a registered key, ``Signer.counted``) or
+  AICR's zero-weight **reported** source (``signer_group``).
+- **Rows** are the recipe's declared checks (deployment, conformance, performance; readiness
+  has no CTRF) plus every CTRF name of the counted runs, by phase then name. A name only
+  reported or simulated runs carry is a row outside the rollups: an uncounted signer never
+  changes a state. A row absent from a run is not-run for that signer.
+- **States** per row over distinct counted signers; phases and the recipe fold worst-first
+  with PARTIAL for positive + untested rows.
+
+``recipe_consensus`` is the one computation of a recipe's state, with what it rests on (demo
+evidence, stale counted runs): the grid, the stored list badges, the ``?consensus=`` filter,
+the recipe API and the audit package all use it, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import F, QuerySet, Window
+from django.db.models.functions import RowNumber
+
+from evidence_app.consensus.outcomes import CheckOutcome, check_outcomes
+from evidence_app.corroborate import (
+    CONFIRMED,
+    CONTESTED,
+    FAIL,
+    FAILING,
+    NOT_RUN,
+    PARTIAL,
+    PASS,
+    PHASE_ORDER,
+    SINGLE,
+    UNTESTED,
+    Consensus,
+    RecipeRollup,
+    SignerResult,
+    bucket_status,
+    compute_consensus,
+    rollup_phase,
+    rollup_recipe,
+)
+from evidence_app.models import Evidence, Signer, Verdict
+from evidence_app.services.staleness import CODES as STALE_CODES
+
+# The filter's choices, best first (what a person looking for validated recipes wants first).
+STATES: tuple[str, ...] = (CONFIRMED, SINGLE, PARTIAL, CONTESTED, FAILING, UNTESTED)
+STATE_DESCRIPTIONS = {
+    CONFIRMED: "two or more counted signers pass, none fails",
+    SINGLE: "exactly one counted signer passes, none fails",
+    PARTIAL: "some checks pass, the rest are untested, nothing fails",
+    CONTESTED: "counted signers disagree: at least one passes and one fails",
+    FAILING: "counted signers fail, none passes",
+    UNTESTED: "no counted signer has a result",
+}
+GRID_PHASES: tuple[str, ...] = PHASE_ORDER  # deployment, conformance, performance
+
+RowKey = tuple[str, str]  # (phase, CTRF name)
+# What consensus reads of each selected run (``is_counted``, ``Run``, the staleness facts).
+RUN_FIELDS = (
+    "pk",
+    "recipe_name",
+    "subject_digest",
+    "attested_at",
+    "aicr_version",
+    "validator_catalog_version",
+    "withdrawn_at",
+    "withdrawal_reason",
+    "verdict",
+    "is_demo",
+    "is_simulated",
+    "check_results",
+    "signer",
+)
+
+
+# --- which runs count -----------------------------------------------------------------------
+
+
+def signer_group(signer: Signer) -> str:
+    """``counted`` (allowlisted or a registered key) or ``reported`` (verified, zero weight)."""
+    return "counted" if signer.counted else "reported"
+
+
+def is_counted(evidence: Evidence) -> bool:
+    """Whether consensus counts this evidence row: exactly ``EvidenceQuerySet.counted()``
+    (verified, not withdrawn, a counted signer, not simulated) for one loaded row. Demo
+    evidence counts (and is labelled wherever a state derived from it is shown)."""
+    return (
+        evidence.verdict == Verdict.VERIFIED
+        and evidence.withdrawn_at is None
+        and evidence.signer.counted
+        and not evidence.is_simulated
+    )
+
+
+def eligible(queryset: QuerySet[Evidence]) -> QuerySet[Evidence]:
+    """Selectable runs: verified, not withdrawn (simulated ones get their own columns)."""
+    return queryset.filter(verdict=Verdict.VERIFIED, withdrawn_at__isnull=True)
+
+
+def latest_per(queryset: QuerySet[Evidence], *partition: str) -> QuerySet[Evidence]:
+    """The newest row (``attested_at``, then id) of each ``partition`` group, in SQL."""
+    return queryset.annotate(
+        _rank=Window(
+            RowNumber(),
+            partition_by=[F(name) for name in partition],
+            order_by=[F("attested_at").desc(), F("pk").desc()],
+        )
+    ).filter(_rank=1)
+
+
+# --- what consensus reads of a run ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    """One selected run as consensus sees it."""
+
+    key: str  # the signer's verified source id (an audit package: its slug)
+    counted: bool  # ``is_counted`` of its evidence
+    simulated: bool
+    statuses: Mapping[str, Mapping[str, str]]  # phase → CTRF name → raw status
+    demo: bool = False  # signed with a demo key
+    stale: tuple[str, ...] = ()  # its stale reason codes (``services.staleness``)
+
+
+def outcome_statuses(
+    outcomes: Mapping[str, Mapping[str, CheckOutcome]],
+) -> dict[str, dict[str, str]]:
+    """Phase → CTRF name → raw status, in the grid's phases only: a ``Run``'s ``statuses``."""
+    return {
+        phase: {name: o.status for name, o in by_name.items()}
+        for phase, by_name in outcomes.items()
+        if phase in GRID_PHASES
+    }
+
+
+def check_statuses(check_results: Any) -> dict[str, dict[str, str]]:
+    """``outcome_statuses`` of a raw ``Evidence.check_results`` (names and statuses only)."""
+    return outcome_statuses(check_outcomes(check_results, detail=False))
+
+
+# --- the consensus of one recipe ------------------------------------------------------------
+
+
+def declared_checks(recipe_checks: Any) -> dict[RowKey, list[dict[str, Any]]]:
+    """The recipe's declared checks in the grid's phases, with their thresholds."""
+    declared: dict[RowKey, list[dict[str, Any]]] = {}
+    if not isinstance(recipe_checks, Mapping):
+        return declared
+    for phase in GRID_PHASES:
+        for check in recipe_checks.get(phase) or ():
+            if isinstance(check, Mapping) and isinstance(check.get("name"), str):
+                declared[(phase, check["name"])] = list(check.get("thresholds") or [])
+    return declared
+
+
+def _row_order(key: RowKey) -> tuple[int, str]:
+    return (GRID_PHASES.index(key[0]), key[1])
+
+
+@dataclass(frozen=True)
+class StaleSummary:
+    """How many of the counted runs behind a state are stale, and why (reason codes with the
+    number of runs carrying each, in ``services.staleness.CODES`` order)."""
+
+    counted_runs: int = 0
+    stale_runs: int = 0
+    reasons: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def stale(self) -> bool:
+        return self.stale_runs > 0
+
+    @property
+    def note(self) -> str:
+        """``2 of 3 counted runs stale`` ('' when none is)."""
+        if not self.stale_runs:
+            return ""
+        runs = "run" if self.counted_runs == 1 else "runs"
+        return f"{self.stale_runs} of {self.counted_runs} counted {runs} stale"
+
+    @property
+    def reasons_note(self) -> str:
+        """``older-than-30-days (2), recipe-changed (1)``: each code with its runs."""
+        return ", ".join(f"{code} ({count})" for code, count in self.reasons)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "stale": self.stale,
+            "counted_runs": self.counted_runs,
+            "stale_runs": self.stale_runs,
+            "reasons": {code: count for code, count in self.reasons},
+            "summary": self.note,
+        }
+
+    @classmethod
+    def of(cls, runs: Iterable[Run]) -> StaleSummary:
+        counted = [run for run in runs if run.counted]
+        by_code: dict[str, int] = {}
+        for run in counted:
+            for code in dict.fromkeys(run.stale):
+                by_code[code] = by_code.get(code, 0) + 1
+        order = {code: i for i, code in enumerate(STALE_CODES)}
+        reasons = tuple(sorted(by_code.items(), key=lambda item: order.get(item[0], 99)))
+        return cls(
+            counted_runs=len(counted),
+            stale_runs=sum(1 for run in counted if run.stale),
+            reasons=reasons,
+        )
+
+
+@dataclass(frozen=True)
+class RowConsensus:
+    """One row of the consensus: AICR's state over the counted signers, every run's bucket."""
+
+    key: RowKey
+    consensus: Consensus
+    results: tuple[str, ...]  # one per run, in the runs' order
+    in_rollup: bool  # declared, or found in a counted run: part of the phase and recipe state
+    demo: bool  # a counted demo run gave it a pass or a fail
+    voters: int  # counted runs with a pass or a fail on it
+    stale_voters: int  # … of which stale
+
+
+@dataclass(frozen=True)
+class RecipeBadge:
+    """What a recipe's state badge says wherever it is shown (list, filter, API, page)."""
+
+    state: str
+    includes_demo: bool
+    stale: StaleSummary
+
+    def encode(self) -> str:
+        """A compact text form, so a list query can carry the badge as one annotation."""
+        reasons = ",".join(f"{code}={count}" for code, count in self.stale.reasons)
+        demo = int(self.includes_demo)
+        return f"{self.state}|{demo}|{self.stale.counted_runs}|{self.stale.stale_runs}|{reasons}"
+
+    @classmethod
+    def decode(cls, text: str | None, state: str = UNTESTED) -> RecipeBadge:
+        """``encode``'s inverse; anything else is a plain ``state`` badge."""
+        parts = (text or "").split("|")
+        if len(parts) != 5 or not all(p.isdigit() for p in parts[1:4]):
+            return cls(state=state, includes_demo=False, stale=StaleSummary())
+        reasons = []
+        for item in filter(None, parts[4].split(",")):
+            code, _, count = item.partition("=")
+            reasons.append((code, int(count) if count.isdigit() else 0))
+        return cls(
+            state=parts[0],
+            includes_demo=parts[1] == "1",
+            stale=StaleSummary(
+                counted_runs=int(parts[2]), stale_runs=int(parts[3]), reasons=tuple(reasons)
+            ),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "consensus": self.state,
+            "consensus_includes_demo": self.includes_demo,
+            "consensus_stale": self.stale.as_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class RecipeConsensus:
+    """The recipe-level consensus of one set of selected runs (``recipe_consensus``)."""
+
+    rows: tuple[RowConsensus, ...]
+    phase_states: dict[str, str]
+    phase_demo: dict[str, bool]
+    rollup: RecipeRollup
+    includes_demo: bool
+    stale: StaleSummary
+
+    @property
+    def state(self) -> str:
+        return self.rollup.state
+
+    @property
+    def badge(self) -> RecipeBadge:
+        return RecipeBadge(state=self.state, includes_demo=self.includes_demo, stale=self.stale)
+
+
+def _row_keys(declared: Iterable[RowKey], runs: Sequence[Run]) -> tuple[set[RowKey], set[RowKey]]:
+    """The rows in the rollups (declared, or carried by a counted run) and the rows only
+    reported or simulated runs carry."""
+    in_rollup = set(declared)
+    shown_only: set[RowKey] = set()
+    for run in runs:
+        target = in_rollup if run.counted else shown_only
+        for phase in GRID_PHASES:
+            target.update((phase, name) for name in run.statuses.get(phase, {}))
+    return in_rollup, shown_only - in_rollup
+
+
+def _row_consensus(key: RowKey, runs: Sequence[Run], *, in_rollup: bool) -> RowConsensus:
+    """AICR's state of one row over the non-simulated runs (reported ones with zero weight)."""
+    phase, name = key
+    results = []
+    for run in runs:
+        status = run.statuses.get(phase, {}).get(name)
+        results.append(NOT_RUN if status is None else bucket_status(status))
+    consensus = compute_consensus(
+        SignerResult(run.key, run.counted, result)
+        for run, result in zip(runs, results, strict=True)
+        if not run.simulated
+    )
+    voters = [
+        run
+        for run, result in zip(runs, results, strict=True)
+        if run.counted and result in (PASS, FAIL)
+    ]
+    return RowConsensus(
+        key=key,
+        consensus=consensus,
+        results=tuple(results),
+        in_rollup=in_rollup,
+        demo=any(run.demo for run in voters),
+        voters=len(voters),
+        stale_voters=sum(1 for run in voters if run.stale),
+    )
+
+
+def recipe_consensus(declared: Iterable[RowKey], runs: Sequence[Run]) -> RecipeConsensus:
+    """THE recipe-level consensus, used by the grid, the list badges, the ``?consensus=``
+    filter, the API and the audit package alike.
+
+    Rows are the declared checks plus every CTRF name of a *counted* run; names only
+    reported or simulated runs carry are rows too (shown, so nothing a signer sent is
+    hidden) but stay out of the phase and recipe rollups: an uncounted signer never changes
+    a state. Each row's state is AICR's ``compute_consensus`` over the non-simulated runs
+    (reported ones with zero weight); phases and the recipe fold the rollup rows worst-first.
+    """
+    in_rollup, shown_only = _row_keys(declared, runs)
+    rows = [
+        _row_consensus(key, runs, in_rollup=key in in_rollup)
+        for key in sorted(in_rollup | shown_only, key=_row_order)
+    ]
+    counted_rows = [row for row in rows if row.in_rollup]
+    phase_states = {
+        phase: rollup_phase([row.consensus.state for row in counted_rows if row.key[0] == phase])
+        for phase in GRID_PHASES
+    }
+    phase_demo = {
+        phase: any(row.demo for row in counted_rows if row.key[0] == phase) for phase in GRID_PHASES
+    }
+    rollup = rollup_recipe(
+        [
+            {"consensus": row.consensus.state, "reported": row.consensus.reported}
+            for row in counted_rows
+        ]
+    )
+    return RecipeConsensus(
+        rows=tuple(rows),
+        phase_states=phase_states,
+        phase_demo=phase_demo,
+        rollup=rollup,
+        includes_demo=any(phase_demo.values()),
+        stale=StaleSummary.of(runs),
+    )
