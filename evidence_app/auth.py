@@ -74,7 +74,7 @@ class HasRole(BasePermission):
         )
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        if not request.user or not request.user.is_authenticated:
+        if not request.user.is_authenticated:
             return False  # DRF answers 401 (with the Bearer challenge)
         return bool(roles_of(request) & self.roles)
 

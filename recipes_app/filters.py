@@ -15,10 +15,10 @@ from typing import Any
 import django_filters
 from django.db.models import CharField, F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
-from django.http import HttpRequest
+from django.http import HttpRequest, QueryDict
 
 from evidence_app import selectors as evidence_selectors
-from evidence_app.selectors import UNTESTED
+from evidence_app.corroborate.states import UNTESTED
 from evidence_app.services import consensus as stored_consensus
 from recipes_app.models import DIMENSIONS, Catalog, Recipe, RecipeQuerySet
 
@@ -56,7 +56,7 @@ class RecipeFilter(django_filters.FilterSet):
 
     def __init__(
         self,
-        data: Mapping[str, Any] | None = None,
+        data: QueryDict | dict[str, Any] | None = None,
         queryset: QuerySet[Recipe] | None = None,
         *,
         request: HttpRequest | None = None,
