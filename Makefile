@@ -43,9 +43,11 @@ run: $(VENV)/.synced
 test: $(VENV)/.synced
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# The same commands as the pre-commit hooks (.pre-commit-config.yaml), which CI runs.
 lint: $(VENV)/.synced
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/djlint templates --lint
 
 # mypy with django-stubs over the product code ([tool.mypy] in pyproject.toml).
 typecheck: $(VENV)/.synced
