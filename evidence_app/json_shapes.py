@@ -82,8 +82,9 @@ class KeylessCertificate(TypedDict):
 type Certificate = KeyCertificate | KeylessCertificate
 
 
-class VerifyCommand(TypedDict):
-    """A copy-paste command built from verified values only."""
+class StoredCommand(TypedDict):
+    """A copy-paste command built from verified values only: a
+    ``verification.commands.VerifyCommand`` as stored, its argv joined into ``text``."""
 
     tool: str
     text: str

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from evidence_app.json_shapes import Certificate, CheckResults, Predicate, Transcript, VerifyCommand
+from evidence_app.json_shapes import Certificate, CheckResults, Predicate, StoredCommand, Transcript
 from recipes_app.models import Recipe
 
 
@@ -310,7 +310,7 @@ class Evidence(models.Model):
     trusted_root_name = models.CharField(
         max_length=100, blank=True, help_text="The trusted root that verified it (keyless)."
     )
-    verify_commands: models.JSONField[list[VerifyCommand], list[VerifyCommand]] = models.JSONField(
+    verify_commands: models.JSONField[list[StoredCommand], list[StoredCommand]] = models.JSONField(
         default=list, help_text="[{tool, text, note}] built from verified values only."
     )
     is_demo = models.BooleanField(default=False)
