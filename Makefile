@@ -9,7 +9,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 MANAGE := $(PY) manage.py
 
-.PHONY: run test lint format migrations-check bench snapshot schema check-deploy clean
+.PHONY: run test lint typecheck format migrations-check bench snapshot schema check-deploy clean
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -43,9 +43,15 @@ run: $(VENV)/.synced
 test: $(VENV)/.synced
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# The same commands as the pre-commit hooks (.pre-commit-config.yaml), which CI runs.
 lint: $(VENV)/.synced
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/djlint templates --lint
+
+# mypy with django-stubs over the product code ([tool.mypy] in pyproject.toml).
+typecheck: $(VENV)/.synced
+	$(VENV)/bin/mypy
 
 format: $(VENV)/.synced
 	$(VENV)/bin/ruff check --fix .

@@ -127,7 +127,7 @@ def api_error_body(
     }
 
 
-def api_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Any:
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Any:
     """DRF's handler, its answer put in the ``/api/`` error shape (``REST_FRAMEWORK``)."""
     from rest_framework.views import exception_handler
 

@@ -15,7 +15,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
-BROKER_TIMEOUT_SECONDS = 2.0
+BROKER_TIMEOUT_SECONDS = 2
 
 
 def _database() -> str:

@@ -92,6 +92,7 @@ class RequestBodyLimitMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         upload_route = _route_name(request) in settings.REQUEST_UPLOAD_ROUTES
+        # Read by the API's parsers and views; HttpRequest declares no such attribute.
         request.upload_route = upload_route  # type: ignore[attr-defined]
         raw_length = request.META.get("CONTENT_LENGTH") or ""
         if raw_length and not (raw_length.isascii() and raw_length.isdigit()):
@@ -120,6 +121,7 @@ class RequestBodyLimitMiddleware:
             # uploads are taken. Elsewhere it is left unread: the form sees no fields, so CSRF
             # refuses it as before, without the server having written its parts anywhere.
             request.upload_handlers = []  # DRF parses the stream itself: no file may be kept
+            # Django's private parse caches (what ``request.POST``/``FILES`` return once set).
             request._post = QueryDict()  # type: ignore[attr-defined]
             request._files = MultiValueDict()  # type: ignore[attr-defined]
             return None
@@ -177,7 +179,8 @@ def _buffer_chunked_body(request: HttpRequest, limit: int) -> None:
     request.META["CONTENT_LENGTH"] = str(size)
     # WSGIRequest reads its body from ``_stream``: point it at the buffered bytes.
     # The spool's file is unlinked on creation and freed when the request is collected.
-    request._stream = LimitedStream(spool, size)  # type: ignore[attr-defined]
+    # (Private attribute, and django-stubs type LimitedStream for a BytesIO only.)
+    request._stream = LimitedStream(spool, size)  # type: ignore[assignment, arg-type]
 
 
 class DatabaseBusyMiddleware:
@@ -210,6 +213,7 @@ def _note_database_busy(sender: Any, request: HttpRequest | None = None, **kwarg
     # Sent from inside Django's exception handling: the exception is the current one.
     exception = sys.exc_info()[1]
     if request is not None and exception is not None and is_database_busy(exception):
+        # Our own flag for the 503 page; HttpRequest declares no such attribute.
         request.database_busy = True  # type: ignore[attr-defined]
 
 

@@ -58,7 +58,8 @@ class TrustRootForm(forms.ModelForm):
         widgets = {"trusted_root_json": forms.Textarea(attrs={"rows": 12, "cols": 100})}
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         text = data.get("trusted_root_json")
         if text:
             try:
@@ -193,10 +194,10 @@ class SigningKeyAdmin(admin.ModelAdmin):
         ]
         return ["public_key_pem", *common] if obj is not None else common
 
-    def get_fields(self, request: HttpRequest, obj: SigningKey | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: SigningKey | None = None) -> tuple[str, ...]:
         if obj is None:
-            return ["name", "public_key_pem"]
-        return [
+            return ("name", "public_key_pem")
+        return (
             "name",
             "public_key_pem",
             "fingerprint",
@@ -205,7 +206,7 @@ class SigningKeyAdmin(admin.ModelAdmin):
             "registered_by",
             "registered_at",
             "revoked_at",
-        ]
+        )
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # signers keep pointing at it; revoke instead
@@ -249,7 +250,7 @@ class AllowlistForm(forms.ModelForm):
         }
 
     def clean_body(self) -> str:
-        body = self.cleaned_data["body"]
+        body: str = self.cleaned_data["body"]
         signers.allowlist_parse(body)  # ValidationError with the parser's message
         return body
 
@@ -293,7 +294,7 @@ class SignerClassChangeInline(admin.TabularInline):
     model = SignerClassChange
     extra = 0
     can_delete = False
-    fields = ["at", "from_class", "to_class", "from_counted", "to_counted", "allowlist", "reason"]
+    fields = ("at", "from_class", "to_class", "from_counted", "to_counted", "allowlist", "reason")
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:

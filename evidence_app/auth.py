@@ -64,7 +64,7 @@ class HasRole(BasePermission):
         )
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        if not request.user or not request.user.is_authenticated:
+        if not request.user.is_authenticated:
             return False  # DRF answers 401 (with the Bearer challenge)
         return bool(permissions.roles_of(request.user, token=request.auth) & self.roles)
 

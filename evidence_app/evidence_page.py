@@ -43,11 +43,10 @@ def verify_commands(evidence: Evidence) -> list[CommandLine]:
     """The auditor commands ``commands_for`` built from the verified values at ingest; for
     rows stored without them, rebuilt the same way from the stored, verified signer (never
     from the bundle's own text)."""
-    stored = evidence.verify_commands if isinstance(evidence.verify_commands, list) else []
     lines = [
         CommandLine(str(c.get("tool", "")), str(c.get("text", "")), str(c.get("note", "")))
-        for c in stored
-        if isinstance(c, Mapping) and c.get("text")
+        for c in evidence.verify_commands
+        if c.get("text")
     ]
     if lines or evidence.verdict != Verdict.VERIFIED:
         return lines
@@ -56,7 +55,7 @@ def verify_commands(evidence: Evidence) -> list[CommandLine]:
 
 def _rebuilt_commands(evidence: Evidence) -> list[VerifyCommand]:
     signer = evidence.signer
-    certificate = evidence.certificate if isinstance(evidence.certificate, Mapping) else {}
+    certificate = evidence.certificate
     mode: Literal["key", "keyless"] = "key" if signer.kind == SignerKind.KEY else "keyless"
     production = certificate.get("production_root")
     if not isinstance(production, bool):
@@ -111,7 +110,7 @@ class Claim:
 def certificate_claims(evidence: Evidence) -> list[Claim]:
     """The verified certificate's claims worth showing (identity and issuer come first)."""
     signer = evidence.signer
-    certificate = evidence.certificate if isinstance(evidence.certificate, Mapping) else {}
+    certificate = evidence.certificate
     nested = certificate.get("claims")
     claims = nested if isinstance(nested, Mapping) else certificate
     out: list[Claim] = []
@@ -154,7 +153,7 @@ def _compare(required: str, provided: str) -> str:
 
 
 def fingerprint_vs_recipe(evidence: Evidence, recipe: Recipe | None) -> list[DimensionCheck]:
-    predicate = evidence.predicate if isinstance(evidence.predicate, Mapping) else {}
+    predicate = evidence.predicate
     fingerprint = predicate.get("fingerprint")
     fingerprint = fingerprint if isinstance(fingerprint, Mapping) else {}
     match = predicate.get("criteriaMatch")
@@ -193,7 +192,7 @@ class FingerprintItem:
 
 
 def fingerprint_items(evidence: Evidence) -> list[FingerprintItem]:
-    predicate = evidence.predicate if isinstance(evidence.predicate, Mapping) else {}
+    predicate = evidence.predicate
     fingerprint = predicate.get("fingerprint")
     if not isinstance(fingerprint, Mapping):
         return []
@@ -330,11 +329,7 @@ def verified_and_claimed(
     only asserts inside the signed statement: the one source of both lists, for the evidence
     page and the API. A value the verification did not establish (no Rekor entry, no signed
     timestamp) is never listed as verified."""
-    passed = {
-        str(step.get("step")): bool(step.get("ok"))
-        for step in (evidence.transcript if isinstance(evidence.transcript, list) else [])
-        if isinstance(step, Mapping)
-    }
+    passed = {str(step.get("step")): bool(step.get("ok")) for step in evidence.transcript}
     signer = evidence.signer
     verified = [FieldProvenance("Bundle sha256", evidence.sha256, "hash of the stored bytes")]
     if passed.get("signature"):
@@ -419,7 +414,7 @@ class EvidencePage:
 
     @property
     def transcript(self) -> list[dict[str, Any]]:
-        steps = self.evidence.transcript if isinstance(self.evidence.transcript, list) else []
+        steps = self.evidence.transcript
         return [
             {
                 "step": str(s.get("step", "")),
@@ -427,7 +422,6 @@ class EvidencePage:
                 "detail": str(s.get("detail", "")),
             }
             for s in steps
-            if isinstance(s, Mapping)
         ]
 
 

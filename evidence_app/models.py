@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from evidence_app.json_shapes import Certificate, CheckResults, Predicate, StoredCommand, Transcript
 from recipes_app.models import Recipe
 
 
@@ -274,7 +275,7 @@ class Evidence(models.Model):
     artifact = models.BinaryField(null=True, blank=True)
     oci_ref = models.CharField(max_length=500, blank=True)
     verdict = models.CharField(max_length=20, choices=Verdict.choices)
-    transcript = models.JSONField()
+    transcript: models.JSONField[Transcript, Transcript] = models.JSONField()
     signer = models.ForeignKey(Signer, on_delete=models.PROTECT, related_name="evidence")
     recipe = models.ForeignKey(
         Recipe,
@@ -295,11 +296,13 @@ class Evidence(models.Model):
     validator_catalog_version_key = models.CharField(max_length=600, blank=True)
     k8s_version = models.CharField(max_length=100, blank=True)
     attested_at = models.DateTimeField()
-    predicate = models.JSONField()
-    check_results = models.JSONField(
+    predicate: models.JSONField[Predicate, Predicate] = models.JSONField()
+    check_results: models.JSONField[CheckResults, CheckResults] = models.JSONField(
         default=dict, help_text="Per phase, per check results read from CTRF (tarballs only)."
     )
-    certificate = models.JSONField(default=dict, help_text="Verified certificate claims.")
+    certificate: models.JSONField[Certificate, Certificate] = models.JSONField(
+        default=dict, help_text="Verified certificate claims."
+    )
     rekor_log_index = models.BigIntegerField(null=True, blank=True)
     integrated_time = models.DateTimeField(
         null=True, blank=True, help_text="Verified signing time (Rekor v1 or TSA)."
@@ -307,7 +310,7 @@ class Evidence(models.Model):
     trusted_root_name = models.CharField(
         max_length=100, blank=True, help_text="The trusted root that verified it (keyless)."
     )
-    verify_commands = models.JSONField(
+    verify_commands: models.JSONField[list[StoredCommand], list[StoredCommand]] = models.JSONField(
         default=list, help_text="[{tool, text, note}] built from verified values only."
     )
     is_demo = models.BooleanField(default=False)
@@ -411,7 +414,7 @@ class UploadLog(models.Model):
     verdict = models.CharField(max_length=20, choices=Verdict.choices, blank=True)
     failed_step = models.CharField(max_length=20, blank=True)
     reason = models.TextField(blank=True)
-    transcript = models.JSONField(default=list)
+    transcript: models.JSONField[Transcript, Transcript] = models.JSONField(default=list)
     signer = models.JSONField(default=dict, help_text="Summary of the verified signer, if any.")
     created = models.BooleanField(null=True, help_text="True: a new record; False: known bytes.")
     outcome = models.CharField(

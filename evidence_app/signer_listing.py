@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, F, Max, Q
+from django.db.models import Count, F, Max, Q, QuerySet
 
 from evidence_app.models import Signer, SignerKind, Verdict
 
@@ -28,7 +28,7 @@ def signer_index(*, page_number: Any) -> Page[Signer]:
     """Signers, counted ones first, then by the newest upload; each annotated with
     ``counted_records`` (records consensus counts), ``records`` (all) and ``last_seen`` (the
     newest upload). Queries: the count and the page."""
-    signers = (
+    signers: QuerySet[Signer] = (
         Signer.objects.select_related("key")
         .annotate(
             records=Count("evidence"),

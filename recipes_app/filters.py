@@ -15,7 +15,7 @@ from typing import Any
 import django_filters
 from django.db.models import CharField, F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
-from django.http import HttpRequest
+from django.http import HttpRequest, QueryDict
 
 from evidence_app.consensus import STATES, UNTESTED
 from evidence_app.consensus import stored as stored_consensus
@@ -55,7 +55,7 @@ class RecipeFilter(django_filters.FilterSet):
 
     def __init__(
         self,
-        data: Mapping[str, Any] | None = None,
+        data: QueryDict | dict[str, Any] | None = None,
         queryset: QuerySet[Recipe] | None = None,
         *,
         request: HttpRequest | None = None,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from recipes_app.resolver.checks import DeclaredChecks
+
 DIMENSIONS: tuple[str, ...] = ("service", "accelerator", "os", "intent", "platform")
 PHASES: tuple[str, ...] = ("readiness", "deployment", "conformance", "performance")
 ANY = "any"
@@ -106,7 +108,9 @@ class Recipe(models.Model):
     deployment_order = models.JSONField()
     components = models.JSONField()
     constraints = models.JSONField()
-    checks = models.JSONField(help_text="Declared checks per phase with their thresholds.")
+    checks: models.JSONField[DeclaredChecks, DeclaredChecks] = models.JSONField(
+        help_text="Declared checks per phase with their thresholds."
+    )
     check_count = models.PositiveIntegerField(default=0)
     component_count = models.PositiveIntegerField(default=0)
     deterministic_yaml = models.TextField(help_text="aicr recipe output (indent 2).")

@@ -20,6 +20,7 @@ from evidence_app.consensus import STATES
 from evidence_app.models import Evidence
 from recipes_app.filters import MAX_QUERY_LENGTH, RecipeFilter
 from recipes_app.models import ANY, DIMENSIONS, PHASES, Catalog, Recipe
+from recipes_app.resolver.checks import DeclaredCheck
 
 PAGE_SIZE = 50
 FILTER_FIELDS: tuple[str, ...] = ("q", *DIMENSIONS, "catalog", "consensus", "sort")
@@ -178,7 +179,7 @@ def recipe_listing(*, params: Mapping[str, Any], page_number: str | int | None) 
         cleared.pop(key, None)
     reset = QueryDict(mutable=True)
     if "catalog" in cleared:
-        reset["catalog"] = cleared["catalog"]
+        reset["catalog"] = cleared.get("catalog", "")
 
     facets = filterset.facets()
     facet_fields = [
@@ -292,13 +293,12 @@ def recipe_variants(recipe: Recipe) -> list[Recipe]:
 @dataclass(frozen=True)
 class PhaseChecks:
     phase: str
-    checks: list[dict[str, Any]]
+    checks: list[DeclaredCheck]
 
 
 def checks_by_phase(recipe: Recipe) -> list[PhaseChecks]:
     """Declared checks in AICR's phase order, every phase present (possibly empty)."""
-    declared = recipe.checks or {}
-    return [PhaseChecks(phase=phase, checks=list(declared.get(phase) or [])) for phase in PHASES]
+    return [PhaseChecks(phase=phase, checks=recipe.checks.get(phase, [])) for phase in PHASES]
 
 
 def aicr_recipe_command(recipe: Recipe) -> str:

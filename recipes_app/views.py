@@ -65,7 +65,10 @@ def recipe_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
         name=name, catalog_id=request.GET.get("catalog"), against=request.GET.get("against")
     )
     if page is None:
-        context = {"name": name, "catalogs": selectors.catalogs_containing(name=name)}
+        context: dict[str, object] = {
+            "name": name,
+            "catalogs": selectors.catalogs_containing(name=name),
+        }
         return render(request, "recipes_app/not_found.html", context, status=404)
     status = 400 if page.diff.is_error else 200
     context = {"page": page, "recipe": page.recipe}

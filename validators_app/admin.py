@@ -46,7 +46,8 @@ class ClusterAddForm(forms.ModelForm):
         self.registered: Cluster | None = None
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if not self.errors:
             try:
                 self.registered = clusters.cluster_register(
@@ -85,7 +86,8 @@ class ClusterChangeForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if not self.errors:
             try:
                 clusters.cluster_update(
@@ -128,15 +130,18 @@ class ClusterAdmin(admin.ModelAdmin):
     def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         return super().changeform_view(request, *args, **kwargs)
 
-    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any):  # type: ignore[no-untyped-def]
+    # Returns a partial of the form class (it binds the user), not a class: typed Any.
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
         kwargs["form"] = ClusterAddForm if obj is None else ClusterChangeForm
-        form_class = super().get_form(request, obj, change=change, **kwargs)
+        form_class: Any = super().get_form(request, obj, change=change, **kwargs)
         return functools.partial(form_class, user=request.user)
 
-    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         if obj is None:
-            return ["name", "environment", "kubeconfig"]
-        return ["name", "new_kubeconfig", *self.readonly_fields]
+            return ("name", "environment", "kubeconfig")
+        return ("name", "new_kubeconfig", *self.readonly_fields)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [] if obj is None else list(self.readonly_fields)

@@ -130,7 +130,9 @@ class ValidationRun(models.Model):
     recipe = models.ForeignKey(
         "recipes_app.Recipe", on_delete=models.PROTECT, related_name="validation_runs"
     )
-    phases = models.JSONField(help_text="Phases in the order they run (the user's order).")
+    phases: models.JSONField[list[str], list[str]] = models.JSONField(
+        help_text="Phases in the order they run (the user's order)."
+    )
     status = models.CharField(
         max_length=10, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True
     )
@@ -145,7 +147,9 @@ class ValidationRun(models.Model):
     )
     snapshot_yaml = models.TextField(blank=True, help_text="The snapshot the agent took.")
     # phase → the exact CTRF document AICR writes for it (UTF-8 text of Go's JSON bytes).
-    phase_reports = models.JSONField(default=dict, blank=True)
+    phase_reports: models.JSONField[dict[str, str], dict[str, str]] = models.JSONField(
+        default=dict, blank=True
+    )
     ctrf = models.BinaryField(null=True, blank=True, help_text="Merged CTRF bytes.")
     evidence = models.ForeignKey(
         "evidence_app.Evidence",
@@ -204,7 +208,7 @@ class ValidationRun(models.Model):
 
     def phase_report_bytes(self) -> dict[str, bytes]:
         """phase → the exact bytes of ``ctrf/<phase>.json``."""
-        return {phase: text.encode() for phase, text in (self.phase_reports or {}).items()}
+        return {phase: text.encode() for phase, text in self.phase_reports.items()}
 
 
 class CheckRun(models.Model):
@@ -222,8 +226,10 @@ class CheckRun(models.Model):
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     # The processed log lines exactly as in the CTRF ``stdout`` (AICR bounds them: the last 1000
     # lines, each cut at 512 bytes); kept whole so a resumed run rebuilds the same CTRF.
-    stdout = models.JSONField(default=list, blank=True)
-    extra = models.JSONField(default=dict, blank=True)
+    stdout: models.JSONField[list[str], list[str]] = models.JSONField(default=list, blank=True)
+    extra: models.JSONField[dict[str, str], dict[str, str]] = models.JSONField(
+        default=dict, blank=True
+    )
     job_name = models.CharField(max_length=63, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -123,7 +123,8 @@ def run_start(request: HtmxHttpRequest) -> HttpResponse:
     if not can_manage(request.user):
         return _refuse(request, "Only a maintainer can start a validation run.")
     recipe_name = str(request.POST.get("recipe", ""))[:200]
-    cluster = Cluster.objects.filter(pk=_int(request.POST.get("cluster"))).first()
+    cluster_pk = _int(request.POST.get("cluster"))
+    cluster = Cluster.objects.filter(pk=cluster_pk).first() if cluster_pk is not None else None
     phases = request.POST.getlist("phases") or None
     known = Recipe.objects.current().filter(name=recipe_name).exists()
     context: dict[str, Any] = {"recipe_name": recipe_name if known else "", "active": None}

@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.db.models import QuerySet
-from django.http import FileResponse, HttpResponse, StreamingHttpResponse
+from django.http import FileResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.urls import reverse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -74,7 +75,7 @@ class _ExportView(APIView):
         stream: Callable[[Iterable[ExportRecord]], Iterable[bytes]],
         content_type: str,
         extension: str,
-    ) -> HttpResponse:
+    ) -> HttpResponseBase:
         """The filtered records, streamed through ``stream`` as an attachment."""
         records = export_records(filtered_evidence(request), url_of=url_builder(request))
         response = StreamingHttpResponse(stream(records), content_type=content_type)
@@ -95,7 +96,7 @@ class EvidenceNdjsonExportView(_ExportView):
         },
         tags=TAGS,
     )
-    def get(self, request: Request) -> HttpResponse:
+    def get(self, request: Request) -> HttpResponseBase:
         return self._stream(request, ndjson_stream, "application/x-ndjson; charset=utf-8", "ndjson")
 
 
@@ -108,7 +109,7 @@ class EvidenceCsvExportView(_ExportView):
         responses={(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR), **ERRORS},
         tags=TAGS,
     )
-    def get(self, request: Request) -> HttpResponse:
+    def get(self, request: Request) -> HttpResponseBase:
         return self._stream(request, csv_stream, "text/csv; charset=utf-8; header=present", "csv")
 
 
@@ -127,7 +128,7 @@ class AuditPackageExportView(_ExportView):
         },
         tags=TAGS,
     )
-    def get(self, request: Request) -> HttpResponse:
+    def get(self, request: Request) -> HttpResponseBase:
         queryset = filtered_evidence(request)
         spool = tempfile.TemporaryFile()  # noqa: SIM115 (FileResponse closes it)
         try:

@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 
-from evidence_app.models import Evidence, Signer, SignerClass, Verdict
+from evidence_app.models import Evidence, EvidenceQuerySet, Signer, SignerClass, Verdict
 from evidence_app.services.staleness import stale_filter
 
 
@@ -20,7 +20,8 @@ class StrictBooleanField(forms.NullBooleanField):
 
     widget = forms.TextInput
 
-    def to_python(self, value: Any) -> bool | None:
+    # django-stubs give NullBooleanField BooleanField's ``-> bool``; Django's returns None too.
+    def to_python(self, value: Any) -> bool | None:  # type: ignore[override]
         if value in (None, ""):
             return None
         text = str(value).strip().lower()
@@ -76,8 +77,8 @@ class EvidenceFilter(django_filters.FilterSet):
         return stale_filter(queryset, stale=value)
 
     def filter_counted(
-        self, queryset: QuerySet[Evidence], name: str, value: bool | None
-    ) -> QuerySet:
+        self, queryset: EvidenceQuerySet, name: str, value: bool | None
+    ) -> QuerySet[Evidence]:
         if value is None:
             return queryset
         counted = queryset.counted()

@@ -23,7 +23,8 @@ class CountedCursorPagination(CursorPagination):
     max_page_size = 200
     ordering = ("-attested_at", "-pk")
 
-    def paginate_queryset(
+    # Narrower than the base (a QuerySet, not any sequence): only the evidence list uses it.
+    def paginate_queryset(  # type: ignore[override]
         self, queryset: QuerySet[Any], request: Request, view: APIView | None = None
     ) -> list[Any] | None:
         self.count = queryset.count()

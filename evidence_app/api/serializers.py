@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -109,7 +110,8 @@ class EvidenceListSerializer(serializers.ModelSerializer):
         ]
 
     def _reasons(self, obj: Evidence) -> list[StaleReason]:
-        return self.context.get("staleness", {}).get(obj.pk, [])
+        reasons: list[StaleReason] = self.context.get("staleness", {}).get(obj.pk, [])
+        return reasons
 
     @extend_schema_field(OpenApiTypes.URI)
     def get_url(self, obj: Evidence) -> str:
@@ -174,7 +176,7 @@ class EvidenceDetailSerializer(EvidenceListSerializer):
 
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_predicate_summary(self, obj: Evidence) -> dict[str, Any]:
-        predicate = obj.predicate if isinstance(obj.predicate, dict) else {}
+        predicate: Mapping[str, object] = obj.predicate
         keys = (
             "schemaVersion",
             "attestedAt",
@@ -205,7 +207,7 @@ class EvidenceDetailSerializer(EvidenceListSerializer):
     def get_withdrawal(self, obj: Evidence) -> dict[str, Any] | None:
         if obj.withdrawn_at is None:
             return None
-        by = obj.withdrawn_by.get_username() if obj.withdrawn_by_id else None
+        by = obj.withdrawn_by.get_username() if obj.withdrawn_by else None
         return {"at": obj.withdrawn_at, "by": by, "reason": obj.withdrawal_reason}
 
     @extend_schema_field(OpenApiTypes.URI)

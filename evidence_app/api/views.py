@@ -165,13 +165,13 @@ class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         queryset = self.filter_queryset(self.get_queryset())
         page = self.paginate_queryset(queryset)
         rows = list(page if page is not None else queryset)
-        context = self.get_serializer_context() | {"staleness": staleness_bulk(rows)}
+        context = {**self.get_serializer_context(), "staleness": staleness_bulk(rows)}
         data = EvidenceListSerializer(rows, many=True, context=context).data
         return self.get_paginated_response(data) if page is not None else Response(data)
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         evidence = self.get_object()
-        context = self.get_serializer_context() | {"staleness": staleness_bulk([evidence])}
+        context = {**self.get_serializer_context(), "staleness": staleness_bulk([evidence])}
         return Response(EvidenceDetailSerializer(evidence, context=context).data)
 
     @extend_schema(

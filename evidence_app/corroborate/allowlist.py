@@ -212,7 +212,7 @@ def _string(node: yaml.Node, where: str) -> str:
         return ""
     if not isinstance(node, yaml.ScalarNode):
         raise _invalid(f"allowlist {where}: want a string")
-    return node.value
+    return str(node.value)
 
 
 def _decode_entry(node: yaml.Node, where: str) -> dict[str, str]:

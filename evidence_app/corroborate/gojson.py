@@ -134,10 +134,10 @@ def _convert(value: Any, typ: Any, current: Any, path: str) -> Any:
         for name, _t in typ.fields:
             folded.setdefault(_fold(name), name)
         for k, v in value:
-            name = k if k in exact else folded.get(_fold(k))
-            if name is None:
+            field = k if k in exact else folded.get(_fold(k))
+            if field is None:
                 continue  # undeclared keys are ignored, as in Go
-            out[name] = _convert(v, exact[name], out[name], f"{path}.{name}")
+            out[field] = _convert(v, exact[field], out[field], f"{path}.{field}")
         return out
     raise TypeError(typ)
 

@@ -47,7 +47,8 @@ class SnapshotCheckForm(forms.Form):
         return data
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         text, data = cleaned.get("snapshot_text"), cleaned.get("snapshot_file")
         if self.errors:
             return cleaned

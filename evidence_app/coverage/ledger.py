@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
+from evidence_app.json_shapes import Predicate
 from evidence_app.models import Evidence, Verdict
 from evidence_app.services.staleness import StaleReason, staleness_bulk
 from recipes_app.models import Recipe
@@ -52,8 +52,9 @@ class Ledger:
         return not self.tuples
 
 
-def _images(predicate: Any) -> list[str]:
-    images = predicate.get("validatorImages") if isinstance(predicate, Mapping) else None
+def _images(predicate: Predicate) -> list[str]:
+    # validatorImages is the signer's text: each item is checked before it is shown.
+    images = predicate.get("validatorImages")
     out = []
     for item in images if isinstance(images, list) else ():
         if isinstance(item, Mapping) and isinstance(item.get("image"), str):

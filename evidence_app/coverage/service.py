@@ -22,7 +22,8 @@ from django.core.cache import cache
 from evidence_app.attestation import fingerprint_of
 from evidence_app.models import Container, Evidence
 from recipes_app import services as recipe_services
-from recipes_app.aicrd.resolve import AicrdError, current_catalog
+from recipes_app.aicrd.errors import AicrdError
+from recipes_app.aicrd.resolve import current_catalog
 from recipes_app.models import Catalog, Recipe
 from recipes_app.resolver import (
     ConstraintEvaluator,
@@ -224,7 +225,7 @@ def _recipe_rows(catalog: Catalog, doc: Mapping[str, Any]) -> list[Recipe]:
 
 
 def _identity_from_stored(evidence: Evidence) -> dict[str, str | None]:
-    predicate = evidence.predicate if isinstance(evidence.predicate, Mapping) else {}
+    predicate = evidence.predicate
     fingerprint = predicate.get("fingerprint")
     aicr_version = str(predicate.get("aicrVersion") or evidence.aicr_version or "")
     base = identity_from_fingerprint(

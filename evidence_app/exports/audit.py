@@ -19,7 +19,7 @@ import hashlib
 import json
 import re
 import tarfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -339,7 +339,7 @@ def _check_record(
 
 
 def _check_recipes(
-    records: list[Mapping[str, Any]], files: Mapping[str, bytes], report: AuditReport
+    records: Sequence[Mapping[str, Any]], files: Mapping[str, bytes], report: AuditReport
 ) -> dict[str, Any]:
     index = _json(files, "recipes/index.json", report)
     declared = {}

@@ -44,9 +44,10 @@ from django.utils import timezone
 from evidence_app.consensus import package_consensus
 from evidence_app.consensus.rules import check_statuses
 from evidence_app.exports.records import export_chunks, ndjson_line
-from evidence_app.exports.signing import key_fingerprint, sign_manifest, site_private_key
+from evidence_app.exports.signing import key_fingerprint, sign_manifest
 from evidence_app.models import Allowlist, Evidence, SigningKey, TrustRoot
 from evidence_app.services.ingest import policy_current
+from evidence_app.services.site_key import site_private_key
 from evidence_app.verification.trust import (
     TrustRootError,
     client_trust_config_json,
@@ -212,7 +213,7 @@ def audit_package_write(
     out: IO[bytes],
     *,
     url_of: Callable[[str, int], str],
-    filters: Mapping[str, str],
+    filters: Mapping[str, object],
     site: str,
 ) -> PackageSummary:
     """Write the package of ``queryset``'s evidence to ``out`` (a binary file)."""

@@ -97,7 +97,7 @@ def dashboard_runs(warnings: list[str]) -> list[Run]:
         except ValueError as exc:
             warnings.append(f"evidence {evidence.pk}: no dashboard coordinate ({exc})")
             continue
-        if signer.key_id:
+        if signer.key is not None:  # selected with the signer
             issuer, identity = KEY_ISSUER, f"sha256:{signer.key.fingerprint}"
         else:
             issuer, identity = signer.issuer, signer.identity
@@ -159,7 +159,7 @@ def _cache_key() -> str:
 def publication_current() -> Publication:
     """The published files for the evidence as it is now (cached per evidence generation)."""
     key = _cache_key()
-    publication = cache.get(key)
+    publication: Publication | None = cache.get(key)
     if publication is None:
         publication = publication_build()
         cache.set(key, publication, CACHE_TIMEOUT)

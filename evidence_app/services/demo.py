@@ -46,6 +46,7 @@ from evidence_app.services import keys, signers, trust_roots
 from evidence_app.services.ingest import evidence_ingest
 from evidence_app.services.staleness import validator_catalog_version
 from recipes_app.models import Catalog, Recipe
+from recipes_app.resolver.checks import Threshold
 
 P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
 SEED_PREFIX = b"aicr-validation-dashboard DEMO signing key, not a secret: "
@@ -113,9 +114,9 @@ def _public_pem(key: ec.EllipticCurvePrivateKey) -> str:
     )
 
 
-def _threshold(thresholds: list[dict[str, object]]) -> tuple[str, float] | None:
+def _threshold(thresholds: list[Threshold]) -> tuple[str, float] | None:
     for item in thresholds:
-        m = re.fullmatch(r"\s*(>=|>|<=|<)\s*([0-9]+(?:\.[0-9]+)?)\s*", str(item.get("value", "")))
+        m = re.fullmatch(r"\s*(>=|>|<=|<)\s*([0-9]+(?:\.[0-9]+)?)\s*", item["value"])
         if m:
             return m.group(1), float(m.group(2))
     return None
@@ -131,11 +132,11 @@ def _unit(name: str) -> str:
 
 def _ctrf(recipe: Recipe, phase: str, run: DemoRun, rng: random.Random, start_ms: int) -> bytes:
     """A phase report in AICR's CTRF layout (field order and Go JSON bytes), DEMO results."""
-    checks = recipe.checks.get(phase, []) if isinstance(recipe.checks, dict) else []
+    checks = recipe.checks.get(phase, [])
     tests = []
     counts = {"passed": 0, "failed": 0, "skipped": 0}
     for check in checks:
-        name = str(check.get("name"))
+        name = check["name"]
         roll = rng.random()
         status = "failed" if roll < run.fail_rate else ("skipped" if roll > 0.97 else "passed")
         if phase == "performance" and run.performance_fails:
@@ -152,7 +153,7 @@ def _ctrf(recipe: Recipe, phase: str, run: DemoRun, rng: random.Random, start_ms
                 if phase == "performance"
                 else "demo: check failed"
             )
-        threshold = _threshold(list(check.get("thresholds") or []))
+        threshold = _threshold(check["thresholds"])
         if phase == "performance" and status != "skipped":
             op, bound = threshold or (">=", 100.0)
             better = op.startswith(">")

@@ -8,6 +8,7 @@ the sha256 of the DER SubjectPublicKeyInfo — the same value a cosign bundle's
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
@@ -84,7 +85,7 @@ def signing_key_register(
     *,
     name: str,
     public_key_pem: str | bytes,
-    by=None,
+    by: Any = None,
     is_demo: bool = False,
 ) -> SigningKey:
     """Register a public key (fingerprint and algorithm computed)."""
@@ -103,7 +104,7 @@ def signing_key_register(
 
 
 @transaction.atomic
-def signing_key_revoke(*, key: SigningKey, by=None) -> SigningKey:
+def signing_key_revoke(*, key: SigningKey, by: Any = None) -> SigningKey:
     """Revoke a key: its evidence stops counting (its signer becomes *reported*, with history)."""
     # Lock the key row: two maintainers revoking at once must write one history entry.
     key = SigningKey.objects.select_for_update().get(pk=key.pk)

@@ -188,6 +188,7 @@ def _pinned_connect(address: _Address, timeout: Any, source_address: Any = None)
     resolved to a public address at check time cannot be re-bound to an internal one."""
     sock = socket.socket(address.family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
+        # The sentinel http.client passes for "no timeout given"; typeshed leaves it private.
         if timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:  # type: ignore[attr-defined]
             sock.settimeout(timeout)
         if source_address:
@@ -205,6 +206,7 @@ def _pin(connection: http.client.HTTPConnection, address: _Address) -> None:
     def create(_address: Any, timeout: Any = None, source_address: Any = None) -> socket.socket:
         return _pinned_connect(address, timeout, source_address)
 
+    # The documented-by-source hook above; typeshed does not declare it.
     connection._create_connection = create  # type: ignore[attr-defined]
 
 
@@ -233,7 +235,8 @@ class _PinnedHTTPSHandler(urllib.request.HTTPSHandler):
             _pin(conn, self._address)
             return conn
 
-        return self.do_open(connection, req, context=self._context)
+        # ``_context`` is set by HTTPSHandler.__init__ (the default context); typeshed omits it.
+        return self.do_open(connection, req, context=self._context)  # type: ignore[attr-defined]
 
 
 def _opener_for(address: _Address) -> urllib.request.OpenerDirector:
@@ -303,7 +306,7 @@ def _read(response: Any, limit: int, what: str) -> bytes:
     declared = response.headers.get("Content-Length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise OciError(f"{what} is {declared} bytes, over the limit of {limit}")
-    data = response.read(limit + 1)
+    data: bytes = response.read(limit + 1)
     if len(data) > limit:
         raise OciError(f"{what} is over the limit of {limit} bytes")
     return data
@@ -493,7 +496,8 @@ def oci_pull(ref: OciRef) -> PulledEvidence:
             f"blob {layer['digest']} does not match its descriptor (size or sha256)",
             verdict=Verdict.INVALID,
         )
-    annotations = layer.get("annotations") if isinstance(layer.get("annotations"), dict) else {}
+    found = layer.get("annotations")
+    annotations: dict[str, Any] = found if isinstance(found, dict) else {}
     filename = annotations.get(TITLE) if isinstance(annotations.get(TITLE), str) else ""
     return PulledEvidence(
         data=data,

@@ -332,7 +332,7 @@ def signer_upsert(decision: SignerDecision, *, allowlist_row: Allowlist | None) 
 
 
 @transaction.atomic
-def allowlist_publish(*, body: str, note: str = "", by=None) -> Allowlist:
+def allowlist_publish(*, body: str, note: str = "", by: Any = None) -> Allowlist:
     """Publish a new allowlist version and re-classify every keyless signer against it."""
     parsed = allowlist_parse(body)
     # Race: two maintainers publishing at once, or a new signer being classified against the

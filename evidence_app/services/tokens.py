@@ -15,7 +15,7 @@ import re
 import secrets
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.utils import timezone
 
@@ -39,7 +39,7 @@ def role_check(role: str) -> str:
 
 
 @transaction.atomic
-def user_with_role(*, username: str, role: str):
+def user_with_role(*, username: str, role: str) -> User:
     """The user ``username`` (created, without a usable password, if missing) in the role's
     group."""
     role_check(role)
@@ -52,7 +52,7 @@ def user_with_role(*, username: str, role: str):
     return user
 
 
-def token_create(*, user, role: str) -> tuple[ApiToken, str]:
+def token_create(*, user: User, role: str) -> tuple[ApiToken, str]:
     """A new token for ``user`` in ``role``: (row, the token text — shown once, never stored)."""
     role_check(role)
     for _ in range(5):

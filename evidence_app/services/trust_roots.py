@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterable
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -37,7 +38,7 @@ def trust_root_add(
     trusted_root_json: str,
     accepted_issuers: str = "",
     enabled: bool = True,
-    by=None,
+    by: Any = None,
 ) -> TrustRoot:
     """Register a (private) trusted root after loading it once."""
     loaded = trust_root_check(name=name, trusted_root_json=trusted_root_json)
@@ -68,7 +69,7 @@ def trust_root_update(
     enabled: bool = True,
 ) -> TrustRoot:
     """Change a private trusted root (re-loaded once); the production root is refused."""
-    if root.pk is not None and TrustRoot.objects.filter(pk=root.pk, is_production=True).exists():
+    if TrustRoot.objects.filter(pk=root.pk, is_production=True).exists():
         raise ProductionRootProtected(
             "The production trusted root cannot be edited.", code="production_root"
         )

@@ -98,12 +98,12 @@ def fulcio_claims(cert: x509.Certificate) -> dict[str, str]:
         raw = ext.value.value
         if number <= 6:
             try:
-                text = raw.decode("utf-8")
+                decoded: str | None = raw.decode("utf-8")
             except UnicodeDecodeError:
                 continue
         else:
-            text = _der_utf8string(raw)
-        text = _clean(text)
+            decoded = _der_utf8string(raw)
+        text = _clean(decoded)
         if text is not None:
             claims[name] = text
     return claims

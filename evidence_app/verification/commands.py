@@ -65,7 +65,7 @@ def anchored_identity_regexp(identity: str) -> str:
 
 
 def _flag(argv: list[str], flag: str, value: str) -> None:
-    if not isinstance(value, str) or not value:
+    if not value:
         raise ValueError(f"{flag} needs a non-empty value")
     if value.startswith("-"):
         argv.append(f"{flag}={value}")

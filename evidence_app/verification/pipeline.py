@@ -127,7 +127,7 @@ def verify_evidence(
         outcome = _configuration_failure(exc)
     report.outcome = outcome
     if not outcome.ok:
-        key_count = len(public_keys) if public_keys is not None else None
+        key_count = len(public_keys)
         report.transcript.fail("signature", _signature_failure(outcome, key_count))
         return report
     report.transcript.ok_step("signature", outcome.detail)

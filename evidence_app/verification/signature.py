@@ -108,7 +108,8 @@ EXTRA_POLICY_NAMES = frozenset(
 # keyless
 
 
-def _policy_for(name: str, value: str) -> Any:
+def _policy_for(name: str, value: object) -> Any:
+    # ``value`` comes from a maintainer's configuration, so it is checked, not trusted.
     from sigstore.verify import policy
 
     if name not in EXTRA_POLICY_NAMES:
@@ -126,13 +127,14 @@ def _extra_policies(extra: Mapping[str, str] | Iterable[Any] | None) -> list[Any
     return list(extra)
 
 
-def _issuers(issuer: str | Iterable[str] | None) -> list[str]:
+def _issuers(issuer: str | Iterable[object] | None) -> list[str]:
     if issuer is None:
         raise ValueError("keyless verification needs the expected OIDC issuer(s)")
     values = [issuer] if isinstance(issuer, str) else list(issuer)
-    if not values or any(not isinstance(v, str) or not v.strip() for v in values):
+    strings = [v for v in values if isinstance(v, str) and v.strip()]
+    if not values or len(strings) != len(values):
         raise ValueError("expected issuers must be non-empty strings")
-    return values
+    return strings
 
 
 def _sigstore_error(exc: BaseException) -> tuple[Status, str]:
@@ -217,7 +219,7 @@ def _tsa_time(bundle: Any) -> datetime | None:
         tsv = bundle.verification_material.timestamp_verification_data
         if tsv is None or not tsv.rfc3161_timestamps:
             return None
-        gen = tsv.rfc3161_timestamps[0].tst_info.gen_time
+        gen: datetime = tsv.rfc3161_timestamps[0].tst_info.gen_time
         return gen if gen.tzinfo else gen.replace(tzinfo=UTC)
     except Exception:  # display only; the verifier already checked the token
         return None

@@ -118,7 +118,7 @@ def read_body(request: HttpRequest) -> bytes:
 class _BoundedLoader(yaml.SafeLoader):
     """Safe YAML without anchors or aliases (no expansion attacks), one document only."""
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+    def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             mark = event.start_mark

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlencode
 
 from django.urls import reverse
@@ -39,7 +39,8 @@ def current_catalog_id(context: dict[str, Any]) -> int | None:
         context["current_catalog_id"] = (
             Catalog.objects.newest_first().values_list("pk", flat=True).first()
         )
-    return context["current_catalog_id"]
+    catalog_id: int | None = context["current_catalog_id"]
+    return catalog_id
 
 
 def recipe_link(recipe: Recipe, request: Any, kind: str, *, pin: bool) -> str:
@@ -130,7 +131,8 @@ class RecipeListSerializer(serializers.ModelSerializer):
         return self._badge(recipe).stale.as_dict()
 
     def _pin(self, recipe: Recipe) -> bool:
-        return recipe.catalog_id != current_catalog_id(self.context)
+        # The stubs type ``context`` read-only; DRF's is the root serializer's own dict.
+        return recipe.catalog_id != current_catalog_id(cast(dict[str, Any], self.context))
 
     @extend_schema_field(serializers.URLField())
     def get_url(self, recipe: Recipe) -> str:
@@ -147,7 +149,8 @@ class ComponentSerializer(serializers.Serializer):
     name = serializers.CharField()
     type = serializers.CharField(required=False)
     chart = serializers.CharField(required=False)
-    source = serializers.CharField(required=False)
+    # A field named like ``Field.source``; DRF's metaclass moves declared fields off the class.
+    source = serializers.CharField(required=False)  # type: ignore[assignment]
     version = serializers.CharField(required=False)
     tag = serializers.CharField(required=False)
     path = serializers.CharField(required=False)
@@ -310,7 +313,8 @@ class FilterErrorsSerializer(serializers.Serializer):
     """400 for an unknown filter value: which field, which value, why."""
 
     detail = serializers.CharField()
-    errors = FilterErrorSerializer(many=True)
+    # A field named like ``Serializer.errors``; DRF's metaclass moves it off the class.
+    errors = FilterErrorSerializer(many=True)  # type: ignore[assignment]
 
 
 class NotFoundSerializer(serializers.Serializer):

@@ -108,10 +108,14 @@ class YAMLRenderer(BaseRenderer):
 class RecipeFilterBackend(DjangoFilterBackend):
     """``RecipeFilter``, with errors that name the field and the value that was refused."""
 
-    def filter_queryset(self, request: Request, queryset: QuerySet, view: Any) -> QuerySet:
+    # DRF hands filter backends its Request (the stubs say HttpRequest, which it wraps).
+    def filter_queryset(  # type: ignore[override]
+        self, request: Request, queryset: QuerySet[Recipe], view: Any
+    ) -> QuerySet[Recipe]:
         filterset = self.get_filterset(request, queryset, view)
-        if filterset is None:
+        if not isinstance(filterset, RecipeFilter):  # RecipeViewSet declares it; None otherwise
             return queryset
+        data = filterset.data or {}
         if not filterset.is_valid():
             raise ValidationError(
                 {
@@ -119,7 +123,7 @@ class RecipeFilterBackend(DjangoFilterBackend):
                     "errors": [
                         {
                             "field": field,
-                            "value": shorten(str(filterset.data.get(field, ""))),
+                            "value": shorten(str(data.get(field, ""))),
                             "message": shorten(str(message)),
                         }
                         for field, messages in filterset.errors.items()
@@ -127,7 +131,7 @@ class RecipeFilterBackend(DjangoFilterBackend):
                     ],
                 }
             )
-        if filterset.data.get("catalog") in (None, "") and filterset.catalog_version is not None:
+        if data.get("catalog") in (None, "") and filterset.catalog_version is not None:
             # The default catalog version is the current one: links need no lookup of it.
             view.current_catalog_id = filterset.catalog_version.pk
         return filterset.qs
@@ -184,7 +188,7 @@ class RecipeViewSet(viewsets.ReadOnlyModelViewSet):
         return _recipe_or_404(self.request, self.kwargs["name"])
 
     def get_serializer_context(self) -> dict[str, Any]:
-        context = super().get_serializer_context()
+        context = dict(super().get_serializer_context())
         if self.current_catalog_id is not None:
             context["current_catalog_id"] = self.current_catalog_id
         return context

@@ -22,9 +22,25 @@ declares checks, so it only appears if a recipe ever lists readiness checks.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from .model import PHASES
+
+
+class Threshold(TypedDict):
+    """A recipe constraint that sets a check's pass mark, e.g. ``inference-throughput >= 50000``."""
+
+    name: str
+    value: str
+
+
+class DeclaredCheck(TypedDict):
+    name: str
+    thresholds: list[Threshold]
+
+
+# ``{phase: [check, ...]}`` in recipe order (``Recipe.checks``).
+type DeclaredChecks = dict[str, list[DeclaredCheck]]
 
 
 def threshold_owner(constraint: str, checks: list[str]) -> str | None:
@@ -48,7 +64,7 @@ def threshold_owner(constraint: str, checks: list[str]) -> str | None:
     return None
 
 
-def declared_checks(doc: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+def declared_checks(doc: Mapping[str, Any]) -> DeclaredChecks:
     """Per phase, the declared checks in recipe order with their thresholds.
 
     ``{"performance": [{"name": "inference-perf", "thresholds": [{"name":
@@ -56,19 +72,19 @@ def declared_checks(doc: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
     left out; thresholds keep the recipe's constraint order.
     """
     validation = doc.get("validation") or {}
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: DeclaredChecks = {}
     for phase in PHASES:
         block = validation.get(phase) or {}
         checks = [str(c) for c in block.get("checks") or []]
         if not checks:
             continue
-        entries = {c: {"name": c, "thresholds": []} for c in checks}
+        entries = {c: DeclaredCheck(name=c, thresholds=[]) for c in checks}
         for constraint in block.get("constraints") or []:
             name = str(constraint.get("name", ""))
             owner = threshold_owner(name, checks)
             if owner is not None:
                 entries[owner]["thresholds"].append(
-                    {"name": name, "value": str(constraint.get("value", ""))}
+                    Threshold(name=name, value=str(constraint.get("value", "")))
                 )
         out[phase] = list(entries.values())
     return out

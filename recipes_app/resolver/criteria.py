@@ -79,7 +79,7 @@ class Criteria:
     nodes: int = 0
 
     def dim(self, name: str) -> str:
-        return getattr(self, name)
+        return str(getattr(self, name))
 
     def matches(self, query: Criteria) -> bool:
         """Whether an overlay carrying these criteria applies to ``query`` (nodes ignored)."""

@@ -263,15 +263,15 @@ def apply_profile(
                 f'profile "{decl.name}" references component "{component}", which is not '
                 "enabled in the surviving composition"
             )
-    names = {c.name for c in constraints}
+    taken = {c.name for c in constraints}
     out_constraints = list(constraints)
     for c in value.constraints:
-        if c.name in names:
+        if c.name in taken:
             raise ResolutionError(
                 f'profile "{decl.name}" value "{value_name}" constraint "{c.name}" collides '
                 "with the composed recipe"
             )
-        names.add(c.name)
+        taken.add(c.name)
         out_constraints.append(c)
     out_constraints.sort(key=_by_name)
     out_refs = list(refs)

@@ -199,7 +199,7 @@ def parse_raw(text: str, path: str) -> RawNode:
                         f"line {line}, column {col}",
                         f"more than {MAX_ALIASES} aliases in one document",
                     )
-                target = anchors.get(event.anchor)
+                target = anchors.get(event.anchor or "")
                 if target is None:
                     raise CatalogError(
                         path, f"line {line}, column {col}", f"unknown anchor {event.anchor!r}"

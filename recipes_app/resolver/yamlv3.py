@@ -547,20 +547,22 @@ def _leaf(v: object, indent: int, best: int) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _sorted_items(m: dict | _Pairs) -> list[tuple[object, object]]:
+def _sorted_items(m: dict | _Pairs) -> list[tuple[str, object]]:
     """Mapping pairs in ``sort.SliceStable`` order on ``key.Value``.
 
     Python ``str`` order is code-point order, which equals the bytewise UTF-8 order Go uses.
     """
-    pairs = list(m) if type(m) is _Pairs else list(m.items())  # type: ignore[union-attr]
-    for key, _ in pairs:
+    pairs: list[tuple[object, object]] = list(m) if isinstance(m, _Pairs) else list(m.items())
+    keyed: list[tuple[str, object]] = []
+    for key, value in pairs:
         if not isinstance(key, str):
             raise ValueError(
                 f"mapping key {key!r} ({type(key).__name__}) is not a string; "
                 "only string keys are supported"
             )
-    pairs.sort(key=itemgetter(0))
-    return pairs
+        keyed.append((key, value))
+    keyed.sort(key=itemgetter(0))
+    return keyed
 
 
 def _newline(out: list[str], pad: str) -> None:
@@ -587,7 +589,7 @@ class _Emitter:
     def document(self, doc: object) -> str:
         """The whole stream: no ``---``/``...``, exactly what the last node leaves plus a break."""
         if (isinstance(doc, dict) or type(doc) is _Pairs) and doc:
-            self.mapping(doc, 0, "")  # type: ignore[arg-type]
+            self.mapping(doc, 0, "")
         elif isinstance(doc, (list, tuple)) and doc:
             self.sequence(doc, 0, "")
         else:
@@ -617,11 +619,11 @@ class _Emitter:
                 _newline(out, pad)
             first = False
             is_lit = type(key) is _Literal
-            if _key_is_simple(key):  # type: ignore[arg-type]
-                out.append(_render_str(key, is_lit, True, child, best) + ":")  # type: ignore[arg-type]
+            if _key_is_simple(key):
+                out.append(_render_str(key, is_lit, True, child, best) + ":")
                 self.value(value, col, child, inline=False)
             else:
-                out.append("? " + _render_str(key, is_lit, False, child, best))  # type: ignore[arg-type]
+                out.append("? " + _render_str(key, is_lit, False, child, best))
                 _newline(out, pad)
                 out.append(":")
                 self.value(value, col, child, inline=True)
@@ -630,7 +632,7 @@ class _Emitter:
         """A mapping value after ``key:`` (``inline``: after a complex key's ``:`` line)."""
         if isinstance(v, dict) or type(v) is _Pairs:
             if v:
-                self.mapping(v, child, " " * (child - col - 1) if inline else None)  # type: ignore[arg-type]
+                self.mapping(v, child, " " * (child - col - 1) if inline else None)
                 return
         elif isinstance(v, (list, tuple)) and v:
             self.sequence(v, child, " " * (child - col - 1) if inline else None)
@@ -654,7 +656,7 @@ class _Emitter:
             if isinstance(item, dict) or type(item) is _Pairs:
                 if item:
                     out.append("-")
-                    self.mapping(item, inner, " ")  # type: ignore[arg-type]
+                    self.mapping(item, inner, " ")
                     continue
             elif isinstance(item, (list, tuple)) and item:
                 out.append("-")
@@ -725,7 +727,7 @@ def _reparse_mapping(m: dict | _Pairs, col: int, best: int) -> object:
     """Re-parse a mapping with keys at ``col``; returns ``m`` itself when nothing changed."""
     child = best * ((col + best) // best)
     shifted = col % best != 0  # scalar indent = child, parser expects col + best
-    pairs = list(m) if type(m) is _Pairs else list(m.items())  # type: ignore[union-attr]
+    pairs: list[tuple[object, object]] = list(m) if isinstance(m, _Pairs) else list(m.items())
     new_pairs: list[tuple[object, object]] = []
     key_changed = value_changed = False
     for key, value in pairs:
@@ -752,7 +754,7 @@ def _reparse_sequence(seq: list | tuple, col: int, best: int) -> object:
 def _reparse_node(v: object, map_col: int, seq_col: int, best: int, shifted: bool) -> object:
     """Dispatch one node: nested mappings/sequences get their own columns, scalars may change."""
     if isinstance(v, dict) or type(v) is _Pairs:
-        return _reparse_mapping(v, map_col, best) if v else v  # type: ignore[arg-type]
+        return _reparse_mapping(v, map_col, best) if v else v
     if isinstance(v, (list, tuple)):
         return _reparse_sequence(v, seq_col, best) if v else v
     return _reparse_scalar(v, best, shifted)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view
@@ -88,8 +89,11 @@ class LastTestSerializer(serializers.Serializer):
 
 class ClusterSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:cluster-detail")
-    context = serializers.CharField(source="context_name")
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    # A field named like ``Field.context``; DRF's metaclass moves declared fields off the class.
+    context = serializers.CharField(source="context_name")  # type: ignore[assignment]
+    created_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
     last_test = serializers.SerializerMethodField()
 
     class Meta:

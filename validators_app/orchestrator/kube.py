@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -117,14 +117,14 @@ class Kube:
         )
         if raw and 200 <= resp.status <= 299:
             return _read_capped(resp)
-        resp.read()
+        data: bytes = resp.read()
         if not 200 <= resp.status <= 299:
             exc = ApiException(
-                status=resp.status, reason=resp.reason, body=resp.data.decode("utf-8", "replace")
+                status=resp.status, reason=resp.reason, body=data.decode("utf-8", "replace")
             )
             exc.headers = resp.headers  # Retry-After
             raise exc
-        return json.loads(resp.data) if resp.data else None
+        return json.loads(data) if data else None
 
     def call(self, what: str, method: str, path: str, **kwargs: Any) -> Any:
         """One API call with retries; NotFound for 404, ApiUnavailable when it keeps failing."""
@@ -159,9 +159,10 @@ class Kube:
 
     def get(self, what: str, path: str) -> dict[str, Any] | None:
         try:
-            return self.call(what, "GET", path)
+            found: dict[str, Any] = self.call(what, "GET", path)
         except NotFound:
             return None
+        return found
 
     def apply(self, what: str, path: str, body: Mapping[str, Any], manager: str = "aicr") -> Any:
         """Server-side apply (PATCH application/apply-patch+yaml, force)."""
@@ -212,11 +213,12 @@ class Kube:
 
     def log(self, what: str, namespace: str, pod: str, container: str) -> bytes:
         path = f"/api/v1/namespaces/{namespace}/pods/{quote(pod)}/log"
-        return self.call(what, "GET", path, query=[("container", container)], raw=True)
+        body: bytes = self.call(what, "GET", path, query=[("container", container)], raw=True)
+        return body
 
     def watch_jobs(
         self, namespace: str, name: str, resource_version: str, timeout_s: int
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Generator[dict[str, Any]]:
         """Job events by field selector from ``resource_version`` (the client's Watch).
 
         Events are read through ``event["raw_object"]`` (the JSON as served); only the
@@ -224,7 +226,7 @@ class Kube:
         """
         batch = client.BatchV1Api(self.api)
         w = watch.Watch()
-        return w.stream(
+        events: Generator[dict[str, Any]] = w.stream(
             batch.list_namespaced_job,
             namespace,
             field_selector=f"metadata.name={name}",
@@ -233,6 +235,7 @@ class Kube:
             allow_watch_bookmarks=False,
             _request_timeout=(self.retry.request_timeout[0], timeout_s + 10),
         )
+        return events
 
 
 def _read_capped(resp: Any) -> bytes:

@@ -448,7 +448,7 @@ def validation_input(recipe: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("componentRefs", "criteria", "constraints"):
         if recipe.get(key):
             doc[key] = recipe[key]
-    policy = (recipe.get("gpuAllocationPolicy") or "") if isinstance(recipe, Mapping) else ""
+    policy = recipe.get("gpuAllocationPolicy") or ""
     if policy:
         doc["gpuAllocationPolicy"] = policy
     return doc

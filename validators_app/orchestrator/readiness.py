@@ -152,7 +152,8 @@ def _split_path(path: str) -> tuple[str, str, str]:
     return mtype, subtype, key
 
 
-def _measurements(snapshot: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+def _measurements(snapshot: object) -> Sequence[Mapping[str, Any]]:
+    # The snapshot is what the cluster reported: any YAML, checked here.
     items = snapshot.get("measurements") if isinstance(snapshot, Mapping) else None
     return [m for m in items if isinstance(m, Mapping)] if isinstance(items, list) else []
 
@@ -209,7 +210,8 @@ def _gpu_nodes_label(snapshot: Mapping[str, Any], value: str) -> tuple[bool, str
         raise ConstraintError(f"invalid label expression {value!r}")
     st = _subtype(snapshot, "NodeTopology", "label")
     items = st.get("items") if st is not None else None
-    folded = st.get("data") if st is not None and isinstance(st.get("data"), Mapping) else {}
+    found = st.get("data") if st is not None else None
+    folded: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     if not isinstance(items, list):
         raise ConstraintError("NodeTopology.label readings not found in snapshot")
     nodes_by_label: dict[tuple[str, str], set[str]] = {}

@@ -82,7 +82,7 @@ def _now_ms() -> int:
 class _NullSafeSnapshot(yaml.SafeLoader):
     """SafeLoader that refuses anchors/aliases: a snapshot has none, a YAML bomb needs them."""
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+    def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             raise yaml.YAMLError("aliases are not allowed in a snapshot")
         event = self.peek_event()

@@ -39,12 +39,15 @@ class ClusterRegistrationError(ValueError):
 
 
 def _check_name(name: Any, *, exclude_pk: int | None = None) -> str:
-    name = name.strip() if isinstance(name, str) else ""
-    if not NAME_PATTERN.fullmatch(name):
+    cleaned = name.strip() if isinstance(name, str) else ""
+    if not NAME_PATTERN.fullmatch(cleaned):
         raise ClusterRegistrationError("name", f"name: {NAME_RULE}")
-    if Cluster.objects.filter(name=name).exclude(pk=exclude_pk).exists():
-        raise ClusterRegistrationError("name", f"name: a cluster named {name!r} already exists")
-    return name
+    same_name = Cluster.objects.filter(name=cleaned)
+    if exclude_pk is not None:
+        same_name = same_name.exclude(pk=exclude_pk)
+    if same_name.exists():
+        raise ClusterRegistrationError("name", f"name: a cluster named {cleaned!r} already exists")
+    return cleaned
 
 
 @sensitive_variables("text")

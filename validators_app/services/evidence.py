@@ -96,7 +96,8 @@ def bundle_input(run: ValidationRun) -> BundleInput:
     except SnapshotError as exc:
         raise PublishError(str(exc)) from None
     catalog = validator_catalog(recipe)
-    metadata = catalog.get("metadata") if isinstance(catalog.get("metadata"), dict) else {}
+    found = catalog.get("metadata")
+    metadata: dict[str, Any] = found if isinstance(found, dict) else {}
     return BundleInput(
         recipe=RecipeInput.of(recipe),
         snapshot=snapshot,

@@ -153,7 +153,7 @@ def planned_checks(
 def run_start(
     *,
     cluster: Cluster,
-    recipe_name: str,
+    recipe_name: object,  # as the API or form sent it: checked here
     phases: Any = None,
     by: Any = None,
 ) -> ValidationRun:
@@ -340,8 +340,8 @@ def _outcome_from(check: CheckRun) -> orchestrator.CheckOutcome:
         exit_code=check.exit_code if check.exit_code is not None else -1,
         message=check.message,
         duration_ms=check.duration_ms or 0,
-        stdout=tuple(check.stdout or ()),
-        extra=dict(check.extra or {}),
+        stdout=tuple(check.stdout),
+        extra=dict(check.extra),
         job_name=check.job_name,
     )
 
@@ -597,4 +597,4 @@ def runs_reap() -> list[int]:
 
 def log_tail(check: CheckRun, lines: int = LOG_TAIL_LINES) -> list[str]:
     """The last ``lines`` processed log lines of a check, for pages."""
-    return list((check.stdout or [])[-lines:])
+    return check.stdout[-lines:]

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePublicKey
 from django.core.management.base import BaseCommand, CommandParser
 
 from evidence_app.exports.audit import (
@@ -39,6 +40,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         as_json = options["json"]
+        pinned: EllipticCurvePublicKey | None
         try:
             if options["key"] is not None:
                 pinned = load_public_key(options["key"].read_bytes())
