@@ -9,6 +9,7 @@ app_name = "evidence"
 urlpatterns = [
     path("evidence/", views.evidence_list, name="list"),
     path("evidence/new/", views.evidence_new, name="new"),
+    path("evidence/compare/", views.evidence_compare, name="compare"),
     path("evidence/<int:pk>/", views.evidence_detail, name="detail"),
     path("evidence/<int:pk>/withdraw/", views.evidence_withdraw, name="withdraw"),
     path("signers/", views.signer_list, name="signers"),

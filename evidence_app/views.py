@@ -21,7 +21,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, push_url
 
 from aicr_site.lib.htmx import HtmxHttpRequest, wants_partial
-from evidence_app import fetch_steps, permissions, selectors, signer_listing
+from evidence_app import compare, fetch_steps, permissions, selectors, signer_listing
 from evidence_app.forms import EvidenceUploadForm, WithdrawForm
 from evidence_app.models import Evidence, UploadLog
 from evidence_app.services import ingest, oci, withdrawal
@@ -81,6 +81,11 @@ def evidence_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "evidence": evidence,
         "can_withdraw": allowed,
         "form": WithdrawForm(),
+        "compare_candidates": [
+            c
+            for c in compare.compare_candidates(recipe_name=evidence.recipe_name)
+            if c.pk != evidence.pk
+        ],
         "fetch": "\n".join(
             fetch_steps.fetch_lines(evidence, base_url=request.build_absolute_uri("/")[:-1])
         )
@@ -88,6 +93,41 @@ def evidence_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         else "",
     }
     return render(request, "evidence_app/detail.html", context)
+
+
+_COMPARE_STATUS = {"bad-id": 400, "not-found": 404, "different-recipes": 400}
+
+
+@require_safe
+def evidence_compare(request: HtmxHttpRequest) -> HttpResponse:
+    """``?a=<id>&b=<id>``: two records of one recipe side by side; ``?a=<id>`` alone: the
+    picker for the second one."""
+    context: dict[str, Any] = {"a_id": None, "b_id": None}
+    try:
+        a_id = compare.parse_id(request.GET.get("a"), parameter="a")
+        context["a_id"] = a_id
+        if not request.GET.get("b"):
+            evidence = _evidence_or_404(a_id)
+            context["recipe_name"] = evidence.recipe_name
+            context["candidates"] = compare.compare_candidates(
+                recipe_name=evidence.recipe_name, chosen=[evidence]
+            )
+            return render(request, "evidence_app/compare.html", context)
+        b_id = compare.parse_id(request.GET.get("b"), parameter="b")
+        context["b_id"] = b_id
+        comparison = compare.evidence_compare(a_id=a_id, b_id=b_id)
+    except compare.CompareError as exc:
+        context["error"] = exc.message
+        return render(
+            request, "evidence_app/compare.html", context, status=_COMPARE_STATUS[exc.kind]
+        )
+    recipe_name = comparison.a.evidence.recipe_name
+    context["comparison"] = comparison
+    context["recipe_name"] = recipe_name
+    context["candidates"] = compare.compare_candidates(
+        recipe_name=recipe_name, chosen=[comparison.a.evidence, comparison.b.evidence]
+    )
+    return render(request, "evidence_app/compare.html", context)
 
 
 @require_http_methods(["GET", "HEAD", "POST"])

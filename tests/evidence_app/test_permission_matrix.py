@@ -85,6 +85,8 @@ MATRIX: list[tuple[str, str, str, dict[str, Any] | None, tuple[int, ...]]] = [
     ("ready", "get", "/ready", None, ALL_200),
     ("metrics", "get", "/metrics", None, ALL_200),
     ("api-schema", "get", "/api/schema/", None, ALL_200),
+    # A page, listed because reading evidence is public whoever asks.
+    ("evidence:compare", "get", "/evidence/compare/?a={evidence}", None, ALL_200),
 ]
 
 
