@@ -10,6 +10,7 @@ urlpatterns = [
     path("evidence/", views.evidence_list, name="list"),
     path("evidence/new/", views.evidence_new, name="new"),
     path("evidence/compare/", views.evidence_compare, name="compare"),
+    path("evidence/uploads/<int:pk>/", views.upload_result, name="upload"),
     path("evidence/<int:pk>/", views.evidence_detail, name="detail"),
     path("evidence/<int:pk>/withdraw/", views.evidence_withdraw, name="withdraw"),
     path("signers/", views.signer_list, name="signers"),

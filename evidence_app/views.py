@@ -21,11 +21,17 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, push_url
 
 from aicr_site.lib.htmx import HtmxHttpRequest, wants_partial
-from evidence_app import compare, fetch_steps, permissions, selectors, signer_listing
+from evidence_app import (
+    compare,
+    fetch_steps,
+    permissions,
+    selectors,
+    signer_listing,
+    upload_results,
+)
 from evidence_app.forms import EvidenceUploadForm, WithdrawForm
 from evidence_app.models import Evidence, UploadLog
 from evidence_app.services import ingest, oci, withdrawal
-from evidence_app.services.staleness import StaleReason
 
 # --- access --------------------------------------------------------------------------------
 
@@ -211,8 +217,7 @@ def evidence_new(request: HtmxHttpRequest) -> HttpResponse:
     bundle = form.cleaned_data["bundle"]
     if bundle is None:
         upload = oci.oci_upload_request(oci_ref=form.cleaned_data["oci_ref"], user=request.user)
-        upload.refresh_from_db()  # with in-process tasks the pull has already run
-        return _oci_result(request, upload=upload)
+        return _to_result(upload)
     artifact = form.cleaned_data["artifact"]
     result = ingest.evidence_ingest(
         data=bundle.data,
@@ -221,43 +226,37 @@ def evidence_new(request: HtmxHttpRequest) -> HttpResponse:
         user=request.user,
         channel="form",
     )
-    context = {
-        "verdict": result.verdict,
-        "failed_step": result.failed_step,
-        "transcript": result.transcript,
-        "reason": result.reason,
-        "created": result.created,
-        "evidence": result.evidence,
-        "filename": bundle.name,
-        "stale": _stale_of(result.evidence),
-        "retry_after": result.retry_after,
-    }
-    response = render(request, "evidence_app/result.html", context, status=result.http_status)
-    if result.unavailable:
-        response["Retry-After"] = str(result.retry_after)
-    return response
+    if result.unavailable or result.upload is None:
+        # Nothing was decided: the answer stays at the POST, so sending it again is the retry.
+        context = {
+            "verdict": result.verdict,
+            "failed_step": result.failed_step,
+            "transcript": result.transcript,
+            "reason": result.reason,
+            "retry_after": result.retry_after,
+            "filename": bundle.name,
+        }
+        response = render(request, "evidence_app/result.html", context, status=result.http_status)
+        if result.retry_after is not None:
+            response["Retry-After"] = str(result.retry_after)
+        return response
+    return _to_result(result.upload)
 
 
-def _stale_of(evidence: Evidence | None) -> list[StaleReason]:
-    if evidence is None:
-        return []
-    return selectors.staleness_map([evidence]).get(evidence.pk, [])
+def _to_result(upload: UploadLog) -> HttpResponse:
+    """303 to the upload's own result page: a reload reads the outcome, never re-sends."""
+    return HttpResponseRedirect(reverse("evidence:upload", args=[upload.pk]), status=303)
 
 
-def _oci_result(request: HtmxHttpRequest, *, upload: UploadLog) -> HttpResponse:
-    """Refused at once (a bad or unpullable reference), done (in-process tasks), or queued."""
-    context = {
-        "upload": upload,
-        "verdict": upload.verdict,
-        "failed_step": upload.failed_step,
-        "transcript": upload.transcript,
-        "reason": upload.reason,
-        "created": upload.http_status == ingest.STATUS_CREATED,
-        "evidence": upload.evidence,
-        "oci_ref": upload.oci_ref,
-        "stale": _stale_of(upload.evidence),
-    }
-    return render(request, "evidence_app/result.html", context, status=upload.http_status or 202)
+@require_safe
+def upload_result(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """An upload's outcome, for the user who uploaded it (404 for anyone else)."""
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    upload = upload_results.upload_for_uploader(pk=pk, user=request.user)
+    if upload is None:
+        raise Http404("No upload of yours with this number.")
+    return render(request, "evidence_app/result.html", upload_results.result_context(upload))
 
 
 @require_safe

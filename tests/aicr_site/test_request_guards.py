@@ -26,6 +26,7 @@ ROUTES = {
     "evidence:list": "/evidence/",
     "evidence:new": "/evidence/new/",
     "evidence:compare": "/evidence/compare/",
+    "evidence:upload": "/evidence/uploads/1/",
     "evidence:detail": "/evidence/1/",
     "evidence:withdraw": "/evidence/1/withdraw/",
     "evidence:signers": "/signers/",
