@@ -102,9 +102,9 @@ def main() -> None:
         )
         client = Client()
         recipe = bench_evidence.GRID_RECIPE
-        newest, older = Evidence.objects.filter(recipe_name=recipe).order_by(
-            "-attested_at", "-pk"
-        )[:2]
+        newest, older = Evidence.objects.filter(recipe_name=recipe).order_by("-attested_at", "-pk")[
+            :2
+        ]
         pages = {
             "/": "home (coverage matrix)",
             "/recipes/": "recipe list",
