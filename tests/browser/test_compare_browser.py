@@ -274,6 +274,10 @@ def test_a_phone_gets_a_per_check_list(open_page, catalog, console, shots):  # t
     assert second is not None
     assert second["y"] > first["y"]  # one signer a line, not side by side
     assert overflow(page) <= 0
+    page.locator(".legend").scroll_into_view_if_needed()
+    page.evaluate(
+        "window.scrollBy(0, document.querySelector('.legend').getBoundingClientRect().top - 8)"
+    )
     page.screenshot(path=shots / "recipe-phone-checks.png")
     assert off_loopback(requested) == []
     assert errors(console) == []
