@@ -1,4 +1,5 @@
-"""The evidence pages: list, one piece of evidence (with withdrawal), upload, and a signer.
+"""The evidence pages: list, one piece of evidence (with withdrawal), two compared, upload
+(post/redirect/get to the upload's own result page), and a signer.
 
 Thin views: read through ``selectors``, write through ``services``. Reading is public;
 uploading needs the contributor or maintainer role; withdrawing needs the maintainer role or
