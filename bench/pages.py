@@ -7,7 +7,8 @@ every stored consensus badge computed once: 100 requests of each page through Dj
 client (in process, so the time is the server's, no network), p50/p95 and SQL queries; then
 the bytes of each page's HTML plus the CSS and JavaScript it loads, before compression.
 
-Run: ``.venv/bin/python bench/pages.py [--records 10000] [--requests 100]``. Needs
+Run: ``.venv/bin/python bench/pages.py [--records 10000] [--requests 100] [--dump DIR]``
+(``--dump`` writes each page's HTML into DIR, to see where its bytes are). Needs
 PostgreSQL (``BENCH_DATABASE_URL``, default a scratch ``aicr_bench_pages`` on 127.0.0.1:5432,
 created and dropped here). Prints figures; asserts nothing.
 """
@@ -77,6 +78,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--requests", type=int, default=100)
+    parser.add_argument("--dump", type=Path, help="write each page's HTML into this folder")
     args = parser.parse_args()
 
     import psycopg
@@ -100,12 +102,17 @@ def main() -> None:
         )
         client = Client()
         recipe = bench_evidence.GRID_RECIPE
+        newest, older = Evidence.objects.filter(recipe_name=recipe).order_by("-attested_at", "-pk")[
+            :2
+        ]
         pages = {
             "/": "home (coverage matrix)",
             "/recipes/": "recipe list",
             "/recipes/?sort=state": "recipe list by state",
             "/recipes/?sort=attested": "recipe list by last attested",
             f"/recipes/{recipe}/": "a recipe page",
+            f"/evidence/{newest.pk}/": "an evidence page",
+            f"/evidence/compare/?a={older.pk}&b={newest.pk}": "compare two records",
             "/signers/": "signers",
             "/feeds/evidence.atom": "Atom feed",
             f"/badges/{recipe}.svg": "badge",
@@ -115,6 +122,10 @@ def main() -> None:
             response = client.get(url)
             assert response.status_code == 200, (url, response.status_code)
             html = response.content.decode()
+            if args.dump is not None:
+                args.dump.mkdir(parents=True, exist_ok=True)
+                name = re.sub(r"[^a-z0-9]+", "-", url.lower()).strip("-") or "home"
+                (args.dump / f"{name}.html").write_text(html)
             p50, p95, _ = bench_evidence._measure(
                 f"GET {url}", lambda u=url: client.get(u), args.requests
             )

@@ -1,4 +1,5 @@
-"""The evidence pages: list, one piece of evidence (with withdrawal), upload, and a signer.
+"""The evidence pages: list, one piece of evidence (with withdrawal), two compared, upload
+(post/redirect/get to the upload's own result page), and a signer.
 
 Thin views: read through ``selectors``, ``evidence_page`` and ``signer_page``, write through
 ``services``. Reading is public; uploading needs the contributor or maintainer role;
@@ -8,6 +9,8 @@ partials too (a client can ask for any partial).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpResponse, HttpResponseRedirect
@@ -21,17 +24,18 @@ from django_htmx.http import HttpResponseClientRedirect, push_url
 
 from aicr_site.lib.htmx import HtmxHttpRequest, wants_partial
 from evidence_app import (
+    compare,
     evidence_page,
     fetch_steps,
     permissions,
     selectors,
     signer_listing,
     signer_page,
+    upload_results,
 )
 from evidence_app.forms import EvidenceUploadForm, WithdrawForm
-from evidence_app.models import Evidence, UploadLog, UploadOutcome
+from evidence_app.models import Evidence, UploadLog
 from evidence_app.services import ingest, oci, withdrawal
-from evidence_app.services.staleness import StaleReason, staleness_bulk
 from evidence_app.upload_status import http_status_of
 
 # --- access --------------------------------------------------------------------------------
@@ -82,6 +86,11 @@ def evidence_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "evidence": evidence,
         "can_withdraw": allowed,
         "form": WithdrawForm(),
+        "compare_candidates": [
+            c
+            for c in compare.compare_candidates(recipe_name=evidence.recipe_name)
+            if c.pk != evidence.pk
+        ],
         "fetch": "\n".join(
             fetch_steps.fetch_lines(evidence, base_url=request.build_absolute_uri("/")[:-1])
         )
@@ -89,6 +98,41 @@ def evidence_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         else "",
     }
     return render(request, "evidence_app/detail.html", context)
+
+
+_COMPARE_STATUS = {"bad-id": 400, "not-found": 404, "different-recipes": 400}
+
+
+@require_safe
+def evidence_compare(request: HtmxHttpRequest) -> HttpResponse:
+    """``?a=<id>&b=<id>``: two records of one recipe side by side; ``?a=<id>`` alone: the
+    picker for the second one."""
+    context: dict[str, Any] = {"a_id": None, "b_id": None}
+    try:
+        a_id = compare.parse_id(request.GET.get("a"), parameter="a")
+        context["a_id"] = a_id
+        if not request.GET.get("b"):
+            evidence = _evidence_or_404(a_id)
+            context["recipe_name"] = evidence.recipe_name
+            context["candidates"] = compare.compare_candidates(
+                recipe_name=evidence.recipe_name, chosen=[evidence]
+            )
+            return render(request, "evidence_app/compare.html", context)
+        b_id = compare.parse_id(request.GET.get("b"), parameter="b")
+        context["b_id"] = b_id
+        comparison = compare.evidence_compare(a_id=a_id, b_id=b_id)
+    except compare.CompareError as exc:
+        context["error"] = exc.message
+        return render(
+            request, "evidence_app/compare.html", context, status=_COMPARE_STATUS[exc.kind]
+        )
+    recipe_name = comparison.a.evidence.recipe_name
+    context["comparison"] = comparison
+    context["recipe_name"] = recipe_name
+    context["candidates"] = compare.compare_candidates(
+        recipe_name=recipe_name, chosen=[comparison.a.evidence, comparison.b.evidence]
+    )
+    return render(request, "evidence_app/compare.html", context)
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
@@ -176,8 +220,7 @@ def evidence_new(request: HtmxHttpRequest) -> HttpResponse:
     bundle = form.cleaned_data["bundle"]
     if bundle is None:
         upload = oci.oci_upload_request(oci_ref=form.cleaned_data["oci_ref"], user=request.user)
-        upload.refresh_from_db()  # with in-process tasks the pull has already run
-        return _oci_result(request, upload=upload)
+        return _to_result(upload)
     artifact = form.cleaned_data["artifact"]
     result = ingest.evidence_ingest(
         data=bundle.data,
@@ -186,47 +229,39 @@ def evidence_new(request: HtmxHttpRequest) -> HttpResponse:
         user=request.user,
         channel="form",
     )
-    context = {
-        "verdict": result.verdict,
-        "failed_step": result.failed_step,
-        "transcript": result.transcript,
-        "reason": result.reason,
-        "created": result.created,
-        "evidence": result.evidence,
-        "filename": bundle.name,
-        "stale": _stale_of(result.evidence),
-        "retry_after": result.retry_after,
-    }
-    response = render(
-        request, "evidence_app/result.html", context, status=http_status_of(result.outcome)
-    )
-    if result.unavailable:
-        response["Retry-After"] = str(result.retry_after)
-    return response
+    if result.unavailable or result.upload is None:
+        # Nothing was decided: the answer stays at the POST, so sending it again is the retry.
+        context = {
+            "verdict": result.verdict,
+            "failed_step": result.failed_step,
+            "transcript": result.transcript,
+            "reason": result.reason,
+            "retry_after": result.retry_after,
+            "filename": bundle.name,
+        }
+        response = render(
+            request, "evidence_app/result.html", context, status=http_status_of(result.outcome)
+        )
+        if result.retry_after is not None:
+            response["Retry-After"] = str(result.retry_after)
+        return response
+    return _to_result(result.upload)
 
 
-def _stale_of(evidence: Evidence | None) -> list[StaleReason]:
-    if evidence is None:
-        return []
-    return staleness_bulk([evidence]).get(evidence.pk, [])
+def _to_result(upload: UploadLog) -> HttpResponse:
+    """303 to the upload's own result page: a reload reads the outcome, never re-sends."""
+    return HttpResponseRedirect(reverse("evidence:upload", args=[upload.pk]), status=303)
 
 
-def _oci_result(request: HtmxHttpRequest, *, upload: UploadLog) -> HttpResponse:
-    """Refused at once (a bad or unpullable reference), done (in-process tasks), or queued."""
-    context = {
-        "upload": upload,
-        "verdict": upload.verdict,
-        "failed_step": upload.failed_step,
-        "transcript": upload.transcript,
-        "reason": upload.reason,
-        "created": upload.outcome == UploadOutcome.CREATED,
-        "evidence": upload.evidence,
-        "oci_ref": upload.oci_ref,
-        "stale": _stale_of(upload.evidence),
-    }
-    return render(
-        request, "evidence_app/result.html", context, status=http_status_of(upload.outcome)
-    )
+@require_safe
+def upload_result(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """An upload's outcome, for the user who uploaded it (404 for anyone else)."""
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    upload = upload_results.upload_for_uploader(pk=pk, user=request.user)
+    if upload is None:
+        raise Http404("No upload of yours with this number.")
+    return render(request, "evidence_app/result.html", upload_results.result_context(upload))
 
 
 @require_safe

@@ -8,6 +8,7 @@
  *   onto it (the input's files are replaced, so the plain form posts it); the chosen file's
  *   name shows in its [data-dropzone-file] (as text, never markup). Without JavaScript the
  *   file input works as usual.
+ * - The consensus grid's signer header follows the page scroll (see keepGridHeadsInView).
  */
 (function () {
   "use strict";
@@ -143,6 +144,41 @@
   document.addEventListener("htmx:load", function (event) {
     setUpDropzones(event.target);
   });
+
+  // The consensus grid's signer header stays in view while the page scrolls past the grid.
+  // CSS sticky cannot do it: the grid scrolls sideways in its own box, and a sticky header
+  // sticks to that box, not to the page. So the header cells are moved down by what the
+  // table's top has scrolled above the viewport, never past the table's last row.
+  function keepGridHeadsInView() {
+    var grids = document.querySelectorAll(".consensus-grid");
+    Array.prototype.forEach.call(grids, function (table) {
+      var head = table.tHead;
+      if (!head || head.offsetHeight === 0) {
+        return; // no header shown (a phone's per-check list)
+      }
+      var top = table.getBoundingClientRect().top;
+      var room = table.offsetHeight - head.offsetHeight;
+      var shift = Math.max(0, Math.min(-top, room));
+      var transform = shift > 0 ? "translateY(" + shift + "px)" : "";
+      Array.prototype.forEach.call(head.querySelectorAll("th"), function (cell) {
+        cell.style.transform = transform;
+      });
+    });
+  }
+
+  var headFrame = 0;
+  function scheduleGridHeads() {
+    if (!headFrame) {
+      headFrame = window.requestAnimationFrame(function () {
+        headFrame = 0;
+        keepGridHeadsInView();
+      });
+    }
+  }
+  window.addEventListener("scroll", scheduleGridHeads, { passive: true });
+  window.addEventListener("resize", scheduleGridHeads);
+  document.addEventListener("htmx:load", scheduleGridHeads);
+  scheduleGridHeads();
 
   // On a phone the recipe filters fold behind one button (CSS hides them until opened).
   document.addEventListener("click", function (event) {

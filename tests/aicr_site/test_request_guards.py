@@ -25,6 +25,8 @@ ROUTES = {
     "recipes:detail": "/recipes/h100-eks-ubuntu-training-kubeflow/",
     "evidence:list": "/evidence/",
     "evidence:new": "/evidence/new/",
+    "evidence:compare": "/evidence/compare/",
+    "evidence:upload": "/evidence/uploads/1/",
     "evidence:detail": "/evidence/1/",
     "evidence:withdraw": "/evidence/1/withdraw/",
     "evidence:signers": "/signers/",

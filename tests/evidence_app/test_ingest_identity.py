@@ -262,8 +262,8 @@ def test_the_upload_page_says_the_known_record_is_withdrawn(
         {"bundle": SimpleUploadedFile("b.sigstore.json", _reindented(bundle), BUNDLE_MEDIA_TYPE)},
     )
 
-    page = response.content.decode()
-    assert response.status_code == 200, page
+    assert response.status_code == 303, response.content[:300]
+    page = client.get(response["Location"]).content.decode()
     assert "Already here: withdrawn earlier" in page
     assert "superseded by a rerun" in page
     assert "stays withdrawn and is not counted" in page

@@ -85,6 +85,11 @@ MATRIX: list[tuple[str, str, str, dict[str, Any] | None, tuple[int, ...]]] = [
     ("ready", "get", "/ready", None, ALL_200),
     ("metrics", "get", "/metrics", None, ALL_200),
     ("api-schema", "get", "/api/schema/", None, ALL_200),
+    # A page, listed because reading evidence is public whoever asks.
+    ("evidence:compare", "get", "/evidence/compare/?a={evidence}", None, ALL_200),
+    # An upload's result page is its uploader's, signed in on the site (a token is no
+    # session): everyone here is sent to sign in (tests/evidence_app/test_views_upload.py).
+    ("evidence:upload", "get", "/evidence/uploads/{upload}/", None, (302, 302, 302, 302)),
 ]
 
 
