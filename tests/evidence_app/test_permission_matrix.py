@@ -85,6 +85,15 @@ MATRIX: list[tuple[str, str, str, dict[str, Any] | None, tuple[int, ...]]] = [
     ("ready", "get", "/ready", None, ALL_200),
     ("metrics", "get", "/metrics", None, ALL_200),
     ("api-schema", "get", "/api/schema/", None, ALL_200),
+    # Pages that are public like the API rows above.
+    ("recipes:history", "get", "/recipes/{recipe}/history/", None, ALL_200),
+    (
+        "recipes:history",
+        "get",
+        "/recipes/{recipe}/history/?cell=operator-health@{evidence}",
+        None,
+        ALL_200,
+    ),
 ]
 
 
