@@ -12,7 +12,7 @@ recipe's declared thresholds (``evidence_app.selectors.threshold_checks``, as th
 does). Its permalink ``?cell=<check>@<evidence id>`` opens the page holding that record with the
 cell highlighted; its anchor is ``#c<evidence id>-<check>``.
 
-Per row: the newest counted pass over *all* records (one aggregate query; ingest stores
+Per row: the newest counted pass over *all* records (aggregate queries; ingest stores
 ``{phase: {check: {status, …}}}``, which the query reads; other shapes the defensive readers
 accept are only seen in the shown runs), and a flaky marker when one signer's shown runs go
 pass → fail → pass (or the reverse): disagreement *between* signers is CONTESTED in the
@@ -62,7 +62,9 @@ from recipes_app.models import Recipe
 
 COLUMNS_SHOWN = 20  # evidence records per page: the page stays under 100 KB of HTML
 CHART_RUNS = 50  # counted runs per chart, newest
+CELL_LEAD = COLUMNS_SHOWN // 2  # a permalinked cell's page starts this many records newer
 EXTRA_ROWS_SHOWN = 5  # undeclared check names shown; the rest are counted in a note
+RECENT_PASS_SCAN = 200  # counted records read first for each row's last counted pass
 METRICS_SHOWN = 3  # numbers per cell of a check without declared thresholds
 NO_RESULT = "none"  # a cell whose run has no result for the check
 # A check name fit for a URL and an HTML id as it is; any other gets a hashed key.
@@ -336,18 +338,38 @@ def _status(phase: str, name: str) -> KeyTextTransform:
     return KeyTextTransform("status", KeyTransform(name, KeyTransform(phase, "check_results")))
 
 
-def _last_counted_passes(recipe: Recipe, rows: Sequence[RowKey]) -> dict[RowKey, datetime]:
-    """The newest counted pass of each row over every record: one aggregate query."""
-    if not rows:
-        return {}
-    counted = _records(recipe).filter(
+def _counted(recipe: Recipe) -> QuerySet[Evidence]:
+    return _records(recipe).filter(
         withdrawn_at__isnull=True, signer__counted=True, is_simulated=False
     )
+
+
+def _newest_passes(records: QuerySet[Evidence], rows: Sequence[RowKey]) -> dict[RowKey, datetime]:
     aliases = {f"s{i}": _status(phase, name) for i, (phase, name) in enumerate(rows)}
-    newest = counted.alias(**aliases).aggregate(
+    newest = records.alias(**aliases).aggregate(
         **{f"p{i}": Max("attested_at", filter=Q(**{f"s{i}": "passed"})) for i in range(len(rows))}
     )
     return {row: newest[f"p{i}"] for i, row in enumerate(rows) if newest[f"p{i}"] is not None}
+
+
+def _last_counted_passes(
+    recipe: Recipe, rows: Sequence[RowKey], counted_total: int
+) -> dict[RowKey, datetime]:
+    """The newest counted pass of each row over every record, in at most two queries.
+
+    Reading a check's status decompresses the record's ``check_results`` once per check, so
+    reading every record for every row costs ~15 ms per 1,000 records. Passes are usually
+    recent: the newest RECENT_PASS_SCAN counted records are read first, and only the rows
+    without a pass there are looked up in all the records.
+    """
+    if not rows:
+        return {}
+    newest = _counted(recipe).order_by("-attested_at", "-pk").values("pk")[:RECENT_PASS_SCAN]
+    found = _newest_passes(_counted(recipe).filter(pk__in=newest), rows)
+    missing = [row for row in rows if row not in found]
+    if missing and counted_total > RECENT_PASS_SCAN:
+        found |= _newest_passes(_counted(recipe), missing)
+    return found
 
 
 def _why(evidence: Evidence, counted: bool) -> str:
@@ -422,18 +444,23 @@ def recipe_history(
     newer_ids: list[int] = []
     newer_count = 0
     if anchor is not None:
-        # The next COLUMNS_SHOWN newer ids and how many there are in all, in one query (the
-        # window count is taken before the LIMIT).
+        # The newer records' ids nearest first and how many there are in all, in one query
+        # (the window count is taken before the LIMIT): enough to start a page half a page
+        # before a cell's record and still link the page before that one.
         newer = list(
             _newer(records, anchor)
             .annotate(_total=Window(Count("pk")))
             .order_by("attested_at", "pk")
-            .values_list("pk", "_total")[:COLUMNS_SHOWN]
+            .values_list("pk", "attested_at", "_total")[: COLUMNS_SHOWN + CELL_LEAD]
         )
-        newer_ids = [pk for pk, _ in newer]
-        newer_count = newer[0][1] if newer else 0
+        newer_ids = [pk for pk, _, _ in newer]
+        newer_count = newer[0][2] if newer else 0
         if wanted is not None and newer_count < COLUMNS_SHOWN:
             anchor, newer_ids, newer_count = None, [], 0  # the cell is on the newest page
+        elif wanted is not None:  # the cell's record in the middle of its page
+            pk, attested_at, _ = newer[CELL_LEAD - 1]
+            anchor = Evidence(pk=pk, attested_at=attested_at)
+            newer_ids, newer_count = newer_ids[CELL_LEAD:], newer_count - CELL_LEAD
     window = _at_or_older(records, anchor) if anchor is not None else records
     loaded = list(
         window.select_related("signer")
@@ -481,7 +508,7 @@ def recipe_history(
             errors.append(f"cell: no check “{wanted[0][:100]}” in the history of {recipe.name}.")
         elif any(c.evidence.pk == wanted[1] for c in columns):
             target = f"c{wanted[1]}-{wanted[0]}"
-    last_pass = _last_counted_passes(recipe, row_list)
+    last_pass = _last_counted_passes(recipe, row_list, counts["counted"])
 
     by_phase: dict[str, list[HistoryRow]] = {phase: [] for phase in GRID_PHASES}
     for phase, name in row_list:
@@ -533,8 +560,8 @@ def recipe_history(
         counted_total=counts["counted"],
         start=anchor.pk if anchor is not None else None,
         older_from=older[0].pk if older else None,
-        newer_from=newer_ids[-1] if len(newer_ids) == COLUMNS_SHOWN else None,
-        has_newer=bool(newer_ids),
+        newer_from=newer_ids[COLUMNS_SHOWN - 1] if len(newer_ids) >= COLUMNS_SHOWN else None,
+        has_newer=newer_count > 0,
         hidden_rows=max(0, len(extra) - EXTRA_ROWS_SHOWN),
         newer_count=newer_count,
         target=target,
@@ -569,8 +596,7 @@ def _charts(recipe: Recipe, declared: Mapping[RowKey, list[dict[str, Any]]]) -> 
     if not checks:
         return []
     runs = list(
-        _records(recipe)
-        .filter(withdrawn_at__isnull=True, signer__counted=True, is_simulated=False)
+        _counted(recipe)
         .annotate(_perf=KeyTransform("performance", "check_results"))
         .order_by("-attested_at", "-pk")
         .values_list("pk", "attested_at", "signer__label", "is_demo", "_perf")[:CHART_RUNS]

@@ -159,7 +159,12 @@ def test_a_check_missing_from_a_run_says_no_result(kubeflow):
     assert no_result in row(page, "conformance", "dra-support")
 
 
-def test_last_counted_pass_reads_every_record_not_only_the_shown_ones(kubeflow):
+@pytest.mark.parametrize("recent_scan", [history.RECENT_PASS_SCAN, 5])
+def test_last_counted_pass_reads_every_record_not_only_the_shown_ones(
+    kubeflow, monkeypatch, recent_scan
+):
+    # With a short first scan the pass is found by the second query, over every record.
+    monkeypatch.setattr(history, "RECENT_PASS_SCAN", recent_scan)
     signer = SignerFactory()
     old_pass = record(kubeflow, 100, signer=signer)
     for day in range(history.COLUMNS_SHOWN + 5):
@@ -224,9 +229,11 @@ def test_a_cell_permalink_opens_the_page_holding_its_record_with_the_cell_highli
     assert "is-target" in target
     assert page.count("is-target") == 1
     assert f'href="?cell=operator-health@{oldest.pk}#c{oldest.pk}-operator-health"' in target
-    # The page starts at that record: newer records are one link away, the newest two.
-    assert column_ids(page)[0] == oldest.pk
-    assert f"Records {len(records)}\u2013{len(records)} of {len(records)}" in page
+    # That record sits in the middle of its page: the newer ones are a link away.
+    total, lead = len(records), history.CELL_LEAD
+    assert column_ids(page)[lead] == oldest.pk
+    assert column_ids(page)[0] == records[lead].pk
+    assert f"Records {total - lead}\u2013{total} of {total}" in page
     assert 'href="?">Newest</a>' in page
 
     # A cell on the newest page opens the newest page.
