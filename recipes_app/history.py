@@ -22,7 +22,10 @@ Charts: for each declared performance check, each of its thresholds with a compa
 (a floor or a ceiling; "256" or a model name is a setting, not a line) over the newest
 CHART_RUNS counted runs.
 
-Every function runs a fixed number of queries, whatever the number of records.
+The number of queries does not grow with the number of records: a page reads the counts, its
+records and their staleness facts, the newest counted passes (one query more only for a check
+without a pass in the newest RECENT_PASS_SCAN counted records) and the charts' runs; ``from``
+and ``cell`` add the anchor record and the newer ids.
 """
 
 from __future__ import annotations
@@ -402,14 +405,12 @@ def _parse_cell(text: str | None) -> tuple[str, int] | str | None:
     return found["key"], int(found["pk"])
 
 
-def recipe_history(
-    *, recipe: Recipe, start: str | None = None, cell: str | None = None
-) -> RecipeHistory:
-    """The history of ``recipe`` from record ``start`` (its id; None: the newest), or around
-    the record of the highlighted ``cell`` (``<check>@<evidence id>``)."""
+def _resolve(
+    recipe: Recipe, records: QuerySet[Evidence], start: str | None, cell: str | None
+) -> tuple[Evidence | None, tuple[str, int] | None, list[str]]:
+    """The record a page starts from (``from``) or centres on (``cell``), the wanted cell,
+    and the errors naming a bad parameter."""
     errors: list[str] = []
-    records = _records(recipe)
-    newest_first = ("-attested_at", "-pk")
     wanted = _parse_cell(cell)
     if isinstance(wanted, str):
         errors.append(wanted)
@@ -422,55 +423,55 @@ def recipe_history(
             anchor_id = int(start)
         else:
             errors.append(f"from: “{start[:100]}” is not an evidence id (a whole number).")
-
-    anchor = None
-    if anchor_id is not None:
-        anchor = records.only("pk", "attested_at").filter(pk=anchor_id).first()
-        if anchor is None:
-            name = "cell" if wanted is not None else "from"
-            errors.append(
-                f"{name}: no verified evidence {anchor_id} for {recipe.name}; "
-                "showing the newest records."
-            )
-            wanted = None
-
-    counts = records.aggregate(
-        n=Count("pk"),
-        counted=Count(
-            "pk",
-            filter=Q(withdrawn_at__isnull=True, signer__counted=True, is_simulated=False),
-        ),
-    )
-    newer_ids: list[int] = []
-    newer_count = 0
-    if anchor is not None:
-        # The newer records' ids nearest first and how many there are in all, in one query
-        # (the window count is taken before the LIMIT): enough to start a page half a page
-        # before a cell's record and still link the page before that one.
-        newer = list(
-            _newer(records, anchor)
-            .annotate(_total=Window(Count("pk")))
-            .order_by("attested_at", "pk")
-            .values_list("pk", "attested_at", "_total")[: COLUMNS_SHOWN + CELL_LEAD]
+    if anchor_id is None:
+        return None, wanted, errors
+    anchor = records.only("pk", "attested_at").filter(pk=anchor_id).first()
+    if anchor is None:
+        errors.append(
+            f"{'cell' if wanted is not None else 'from'}: no verified evidence {anchor_id} "
+            f"for {recipe.name}; showing the newest records."
         )
-        newer_ids = [pk for pk, _, _ in newer]
-        newer_count = newer[0][2] if newer else 0
-        if wanted is not None and newer_count < COLUMNS_SHOWN:
-            anchor, newer_ids, newer_count = None, [], 0  # the cell is on the newest page
-        elif wanted is not None:  # the cell's record in the middle of its page
-            pk, attested_at, _ = newer[CELL_LEAD - 1]
-            anchor = Evidence(pk=pk, attested_at=attested_at)
-            newer_ids, newer_count = newer_ids[CELL_LEAD:], newer_count - CELL_LEAD
-    window = _at_or_older(records, anchor) if anchor is not None else records
-    loaded = list(
-        window.select_related("signer")
-        .only(*GRID_FIELDS)
-        .annotate(_phases=KeyTransform("phases", "predicate"))
-        .order_by(*newest_first)[: COLUMNS_SHOWN + 1]
-    )
-    shown, older = loaded[:COLUMNS_SHOWN], loaded[COLUMNS_SHOWN:]
-    stale = staleness_map(shown)
+        return None, None, errors
+    return anchor, wanted, errors
 
+
+@dataclass(frozen=True)
+class _Window:
+    """Where a page starts (None: the newest record) and what is newer than its start."""
+
+    anchor: Evidence | None = None
+    newer_ids: list[int] = field(default_factory=list)  # nearest first
+    newer_count: int = 0
+
+
+def _window(records: QuerySet[Evidence], anchor: Evidence | None, centre: bool) -> _Window:
+    """The page from ``anchor``; with ``centre``, the page with ``anchor`` in its middle."""
+    if anchor is None:
+        return _Window()
+    # The newer records' ids nearest first and how many there are in all, in one query (the
+    # window count is taken before the LIMIT): enough to start a page half a page before a
+    # cell's record and still link the page before that one.
+    newer = list(
+        _newer(records, anchor)
+        .annotate(_total=Window(Count("pk")))
+        .order_by("attested_at", "pk")
+        .values_list("pk", "attested_at", "_total")[: COLUMNS_SHOWN + CELL_LEAD]
+    )
+    count = newer[0][2] if newer else 0
+    ids = [pk for pk, _, _ in newer]
+    if not centre:
+        return _Window(anchor=anchor, newer_ids=ids, newer_count=count)
+    if count < COLUMNS_SHOWN:
+        return _Window()  # the record is on the newest page
+    pk, attested_at, _ = newer[CELL_LEAD - 1]
+    start = Evidence(pk=pk, attested_at=attested_at)
+    return _Window(anchor=start, newer_ids=ids[CELL_LEAD:], newer_count=count - CELL_LEAD)
+
+
+def _columns(
+    shown: Sequence[Evidence],
+) -> tuple[list[HistoryColumn], list[dict[str, dict[str, CheckOutcome]]]]:
+    stale = staleness_map(shown)
     columns: list[HistoryColumn] = []
     outcomes: list[dict[str, dict[str, CheckOutcome]]] = []
     for evidence in shown:
@@ -487,6 +488,70 @@ def recipe_history(
                 summary_only=not any(found.get(phase) for phase in GRID_PHASES),
             )
         )
+    return columns, outcomes
+
+
+def _row(
+    row: RowKey,
+    key: str,
+    declared: Mapping[RowKey, list[dict[str, Any]]],
+    columns: Sequence[HistoryColumn],
+    outcomes: Sequence[Mapping[str, Mapping[str, CheckOutcome]]],
+    last_pass: datetime | None,
+    target: str,
+) -> HistoryRow:
+    phase, name = row
+    thresholds = declared.get(row, [])
+    cells = []
+    for column, found in zip(columns, outcomes, strict=True):
+        outcome = found.get(phase, {}).get(name)
+        anchor = f"c{column.evidence.pk}-{key}"
+        cells.append(
+            HistoryCell(
+                column=column,
+                anchor=anchor,
+                permalink=f"{key}@{column.evidence.pk}",
+                result=outcome.result if outcome is not None else NO_RESULT,
+                outcome=outcome,
+                numbers=_numbers(name, thresholds, outcome) if outcome is not None else (),
+                highlighted=anchor == target,
+            )
+        )
+    return HistoryRow(
+        phase=phase,
+        name=name,
+        key=key,
+        declared=row in declared,
+        thresholds=thresholds,
+        cells=cells,
+        last_counted_pass=_newest_counted_pass(last_pass, cells),
+        flaky=_flaky(cells),
+    )
+
+
+def recipe_history(
+    *, recipe: Recipe, start: str | None = None, cell: str | None = None
+) -> RecipeHistory:
+    """The history of ``recipe`` from record ``start`` (its id; None: the newest), or around
+    the record of the highlighted ``cell`` (``<check>@<evidence id>``)."""
+    records = _records(recipe)
+    anchor, wanted, errors = _resolve(recipe, records, start, cell)
+    counts = records.aggregate(
+        n=Count("pk"),
+        counted=Count(
+            "pk",
+            filter=Q(withdrawn_at__isnull=True, signer__counted=True, is_simulated=False),
+        ),
+    )
+    window = _window(records, anchor, centre=wanted is not None)
+    older_or_at = _at_or_older(records, window.anchor) if window.anchor else records
+    loaded = list(
+        older_or_at.select_related("signer")
+        .only(*GRID_FIELDS)
+        .annotate(_phases=KeyTransform("phases", "predicate"))
+        .order_by("-attested_at", "-pk")[: COLUMNS_SHOWN + 1]
+    )
+    columns, outcomes = _columns(loaded[:COLUMNS_SHOWN])
 
     declared = declared_checks(recipe.checks)
     extra = sorted(
@@ -503,52 +568,23 @@ def recipe_history(
     keys = row_keys(row_list)
     target = ""
     if wanted is not None:
-        by_key = {key: row for row, key in keys.items()}
-        if wanted[0] not in by_key:
+        if wanted[0] not in keys.values():
             errors.append(f"cell: no check “{wanted[0][:100]}” in the history of {recipe.name}.")
-        elif any(c.evidence.pk == wanted[1] for c in columns):
+        else:
             target = f"c{wanted[1]}-{wanted[0]}"
     last_pass = _last_counted_passes(recipe, row_list, counts["counted"])
-
-    by_phase: dict[str, list[HistoryRow]] = {phase: [] for phase in GRID_PHASES}
-    for phase, name in row_list:
-        key = keys[(phase, name)]
-        thresholds = declared.get((phase, name), [])
-        cells = []
-        for column, found in zip(columns, outcomes, strict=True):
-            outcome = found.get(phase, {}).get(name)
-            anchor_name = f"c{column.evidence.pk}-{key}"
-            cells.append(
-                HistoryCell(
-                    column=column,
-                    anchor=anchor_name,
-                    permalink=f"{key}@{column.evidence.pk}",
-                    result=outcome.result if outcome is not None else NO_RESULT,
-                    outcome=outcome,
-                    numbers=_numbers(name, thresholds, outcome) if outcome is not None else (),
-                    highlighted=anchor_name == target,
-                )
-            )
-        by_phase[phase].append(
-            HistoryRow(
-                phase=phase,
-                name=name,
-                key=key,
-                declared=(phase, name) in declared,
-                thresholds=thresholds,
-                cells=cells,
-                last_counted_pass=_newest_counted_pass(last_pass.get((phase, name)), cells),
-                flaky=_flaky(cells),
-            )
-        )
-
+    rows = [
+        _row(row, keys[row], declared, columns, outcomes, last_pass.get(row), target)
+        for row in row_list
+    ]
+    newer_ids = window.newer_ids
     return RecipeHistory(
         recipe=recipe,
         columns=columns,
         phases=[
             HistoryPhase(
                 phase=p,
-                rows=by_phase[p],
+                rows=[row for row in rows if row.phase == p],
                 counts=[
                     PhaseCounts.of(c.summaries.get(p)) if c.summary_only else None for c in columns
                 ],
@@ -558,12 +594,12 @@ def recipe_history(
         charts=_charts(recipe, declared),
         total=counts["n"],
         counted_total=counts["counted"],
-        start=anchor.pk if anchor is not None else None,
-        older_from=older[0].pk if older else None,
+        start=window.anchor.pk if window.anchor else None,
+        older_from=loaded[COLUMNS_SHOWN].pk if len(loaded) > COLUMNS_SHOWN else None,
         newer_from=newer_ids[COLUMNS_SHOWN - 1] if len(newer_ids) >= COLUMNS_SHOWN else None,
-        has_newer=newer_count > 0,
+        has_newer=window.newer_count > 0,
         hidden_rows=max(0, len(extra) - EXTRA_ROWS_SHOWN),
-        newer_count=newer_count,
+        newer_count=window.newer_count,
         target=target,
         errors=errors,
     )
