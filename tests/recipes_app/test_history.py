@@ -153,7 +153,7 @@ def test_a_check_missing_from_a_run_says_no_result(kubeflow):
 
     assert f'id="c{evidence.pk}-dra-support"' not in page
     no_result = (
-        '<td class="hc hc--none"><span aria-hidden="true">·</span>'
+        '<td class="hc hc--none"><span aria-hidden="true">○</span>'
         '<span class="sr-only">no result</span></td>'
     )
     assert no_result in row(page, "conformance", "dra-support")
