@@ -6,6 +6,9 @@ results for each recipe's declared checks, 1 in 97 withdrawn) spread over every 
 every stored consensus badge computed once: 100 requests of each page through Django's test
 client (in process, so the time is the server's, no network), p50/p95 and SQL queries; then
 the bytes of each page's HTML plus the CSS and JavaScript it loads, before compression.
+Last, a recipe's history page (``/recipes/<name>/history/``) as it is, then with 10,000
+records of that one recipe (``--history-records``): its newest page, a page deep in the past
+(``?from=``) and an old cell's permalink (``?cell=``).
 
 Run: ``.venv/bin/python bench/pages.py [--records 10000] [--requests 100] [--dump DIR]``
 (``--dump`` writes each page's HTML into DIR, to see where its bytes are). Needs
@@ -74,11 +77,56 @@ def asset_bytes(html: str) -> int:
     return total
 
 
+def bench_history(client: Any, requests: int, records: int) -> None:
+    """The history page of one recipe as the bench made it, then with ``records`` of its own."""
+    from evidence_app.models import Evidence
+    from recipes_app.models import Recipe
+
+    name = bench_evidence.GRID_RECIPE
+    recipe = Recipe.objects.current().get(name=name)
+    url = f"/recipes/{name}/history/"
+
+    def measure(label: str, target: str) -> None:
+        response = client.get(target)
+        assert response.status_code == 200, (target, response.status_code)
+        p50, p95, queries = bench_evidence._measure(
+            f"GET {target}", lambda: client.get(target), requests
+        )
+        total = len(response.content) + asset_bytes(response.content.decode())
+        verdict = "ok" if len(response.content) < BUDGET else "OVER"
+        print(
+            f"  {label:<46} p50 {p50 * 1000:6.1f} ms p95 {p95 * 1000:6.1f} ms  "
+            f"{len(response.content):>8,} {total:>9,}  HTML {verdict}, SQL {queries}"
+        )
+
+    print(f"\n  history of {name}: {Evidence.objects.filter(recipe_name=name).count():,} records")
+    measure("history page", url)
+    maker = bench_evidence.EvidenceMaker()
+    maker.serial = Evidence.objects.count()  # placeholder bytes stay unique
+    signers = maker.signers(40, prefix="hist", counted_every=2)
+    rng = random.Random(11)
+    batch = [
+        maker.evidence(recipe, signers[i % len(signers)], i // len(signers), rng)
+        for i in range(records)
+    ]
+    Evidence.objects.bulk_create(batch, batch_size=2000)
+    ids = list(
+        Evidence.objects.filter(recipe_name=name)
+        .order_by("attested_at", "pk")
+        .values_list("pk", flat=True)
+    )
+    print(f"  history of {name}: {len(ids):,} records")
+    measure("history page", url)
+    measure("history page, ?from= the 5,000th newest", f"{url}?from={ids[-5000]}")
+    measure("history page, ?cell= of the oldest record", f"{url}?cell=operator-health@{ids[0]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--requests", type=int, default=100)
     parser.add_argument("--dump", type=Path, help="write each page's HTML into this folder")
+    parser.add_argument("--history-records", type=int, default=10_000)
     args = parser.parse_args()
 
     import psycopg
@@ -135,6 +183,7 @@ def main() -> None:
                 f"  {label:<46} p50 {p50 * 1000:6.1f} ms p95 {p95 * 1000:6.1f} ms  "
                 f"{len(response.content):>8,} {total:>9,}  {verdict}"
             )
+        bench_history(client, args.requests, args.history_records)
     finally:
         from django.db import connections
 

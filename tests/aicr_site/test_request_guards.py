@@ -23,6 +23,7 @@ ROUTES = {
     "badge": "/badges/h100-eks-ubuntu-training-kubeflow.svg",
     "evidence-feed": "/feeds/evidence.atom",
     "recipes:detail": "/recipes/h100-eks-ubuntu-training-kubeflow/",
+    "recipes:history": "/recipes/h100-eks-ubuntu-training-kubeflow/history/",
     "evidence:list": "/evidence/",
     "evidence:new": "/evidence/new/",
     "evidence:compare": "/evidence/compare/",
@@ -80,7 +81,18 @@ ROUTES = {
 }
 ROUTE_PATHS = sorted(set(ROUTES.values()))
 # Query parameters the pages and APIs actually read, plus one they do not.
-PARAMETERS = ("recipe", "signer", "service", "accelerator", "q", "page", "selector", "anything")
+PARAMETERS = (
+    "recipe",
+    "signer",
+    "service",
+    "accelerator",
+    "q",
+    "page",
+    "selector",
+    "cell",
+    "from",
+    "anything",
+)
 
 
 def _route_names(patterns: list[Any], namespace: str = "") -> set[str]:

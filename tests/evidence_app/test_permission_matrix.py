@@ -90,6 +90,15 @@ MATRIX: list[tuple[str, str, str, dict[str, Any] | None, tuple[int, ...]]] = [
     # An upload's result page is its uploader's, signed in on the site (a token is no
     # session): everyone here is sent to sign in (tests/evidence_app/test_views_upload.py).
     ("evidence:upload", "get", "/evidence/uploads/{upload}/", None, (302, 302, 302, 302)),
+    # Pages that are public like the API rows above.
+    ("recipes:history", "get", "/recipes/{recipe}/history/", None, ALL_200),
+    (
+        "recipes:history",
+        "get",
+        "/recipes/{recipe}/history/?cell=operator-health@{evidence}",
+        None,
+        ALL_200,
+    ),
 ]
 
 
