@@ -63,6 +63,8 @@ MIDDLEWARE = [
     # ETag on every GET answer that has none (a hash of the body) and 304 for If-None-Match:
     # API clients polling lists and details skip unchanged bodies.
     "django.middleware.http.ConditionalGetMiddleware",
+    # Last-Modified beside that ETag on API answers (If-Modified-Since answered by the above).
+    "aicr_site.last_modified.LastModifiedMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
