@@ -8,8 +8,9 @@ Per answer (path, query, ``Accept`` and credentials, hashed) the cache keeps the
 and since when; an answer whose ETag differs restarts the clock. A client's ``If-Modified-Since``
 therefore gets a 304 only while the bytes it holds are still the answer (the time is sent from
 the second after it, see ``last_modified``); a lost cache entry or two processes racing only
-make the time later (a 200 where a 304 could have been), never earlier. ``ConditionalGetMiddleware`` (next, outward) answers the conditions: second
-resolution (HTTP dates), and ``If-None-Match`` wins when both are sent (RFC 9110 13.2.2).
+make the time later (a 200 where a 304 could have been), never earlier.
+``ConditionalGetMiddleware`` (next, outward) answers the conditions: second resolution (HTTP
+dates), and ``If-None-Match`` wins when both are sent (RFC 9110 13.2.2).
 """
 
 from __future__ import annotations

@@ -212,6 +212,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "aicr_site.openapi.document_common_refusals",
+    ],
 }
 
 # Celery: with REDIS_URL a real broker and worker. Without it, `make run` sets

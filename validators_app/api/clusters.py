@@ -89,7 +89,9 @@ class LastTestSerializer(serializers.Serializer):
 class ClusterSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:cluster-detail")
     context = serializers.CharField(source="context_name")
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
     last_test = serializers.SerializerMethodField()
 
     class Meta:
