@@ -15,11 +15,9 @@ from django.utils.http import http_date
 
 from evidence_app.models import Evidence
 from evidence_app.services.tokens import token_create, user_with_role
-from recipes_app.models import Recipe
+from tests.aicr_site.api_objects import ApiObjects
 from tests.evidence_factories import EvidenceFactory
-from tests.validators_app.kubeconfigs import kubeconfig
 from validators_app.models import RunStatus, ValidationRun
-from validators_app.services.clusters import cluster_register
 
 pytestmark = pytest.mark.django_db
 
@@ -38,18 +36,8 @@ def own_cache(settings: Any) -> None:
 
 
 @pytest.fixture
-def world(real_catalog: object) -> dict[str, Any]:
-    recipe = Recipe.objects.filter(catalog=real_catalog).order_by("name").first()
-    evidence = EvidenceFactory(recipe=recipe)
-    cluster = cluster_register(name="lm", kubeconfig_text=kubeconfig(), environment="simulated")
-    run = ValidationRun.objects.create(
-        cluster=cluster,
-        recipe=recipe,
-        phases=["deployment"],
-        status=RunStatus.PASSED,
-        aicr_run_id="20300102-030405-0123456789abcdef",
-    )
-    return {"recipe": recipe, "evidence": evidence, "run": run}
+def world(api_objects: ApiObjects) -> dict[str, Any]:
+    return {"recipe": api_objects.recipe, "evidence": api_objects.evidence, "run": api_objects.run}
 
 
 def _change(world: dict[str, Any]) -> None:

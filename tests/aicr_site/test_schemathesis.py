@@ -28,12 +28,8 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from evidence_app.services.tokens import token_create, user_with_role
-from recipes_app.models import Recipe
-from tests.evidence_factories import EvidenceFactory
+from tests.aicr_site.api_objects import ApiObjects
 from tests.shared_data import REPO_ROOT
-from tests.validators_app.kubeconfigs import kubeconfig
-from validators_app.models import RunStatus, ValidationRun
-from validators_app.services.clusters import cluster_register
 
 ROLES = ("contributor", "auditor", "maintainer")
 CHECKS = [
@@ -92,22 +88,15 @@ def test_it_answers_generated_requests_as_the_document_says(
 
 
 @pytest.fixture
-def objects(real_catalog: object) -> dict[str, Any]:
-    recipe = Recipe.objects.filter(catalog=real_catalog).order_by("name").first()
-    evidence = EvidenceFactory(recipe=recipe)
-    cluster = cluster_register(name="st", kubeconfig_text=kubeconfig(), environment="simulated")
-    run = ValidationRun.objects.create(
-        cluster=cluster,
-        recipe=recipe,
-        phases=["deployment"],
-        status=RunStatus.PASSED,
-        aicr_run_id="20261201-000000-00000000000000aa",
-        ctrf=b'{"reportFormat": "CTRF"}\n',
-    )
+def objects(api_objects: ApiObjects) -> dict[str, Any]:
     return {
-        "id": {"evidence": evidence.pk, "clusters": cluster.pk, "runs": run.pk},
-        "slug": evidence.signer.slug,
-        "name": recipe.name,
+        "id": {
+            "evidence": api_objects.evidence.pk,
+            "clusters": api_objects.cluster.pk,
+            "runs": api_objects.run.pk,
+        },
+        "slug": api_objects.evidence.signer.slug,
+        "name": api_objects.recipe.name,
     }
 
 
