@@ -210,6 +210,7 @@ class StaleCodes:
                 subject_digest=digest,
                 aicr_version=aicr_version,
                 validator_catalog_version=validator_version,
+                signer_id=0,  # a stand-in signer, delisted or not as the row's
                 # A stand-in time on the same side of the limit as the row's.
                 attested_at=self.old_before - timedelta(days=1) if old else self.now,
                 withdrawn_at=self.now if withdrawn else None,
@@ -218,7 +219,6 @@ class StaleCodes:
             context = dataclasses.replace(
                 self.context, allowlist_state=AllowlistState(frozenset({0} if delisted else ()))
             )
-            probe.signer_id = 0
             codes = [reason.code for reason in context.reasons(probe)]
             self.memo[key] = codes
         return codes
