@@ -9,9 +9,9 @@ Two kinds of figures:
   mode) to see the total;
 * site-wide, read from the database at each scrape (a few ``COUNT … GROUP BY`` queries):
   stored evidence by verdict and counted, upload (ingest) outcomes by verdict, uploads by state
-  (``pending``/``running``: the OCI queue's depth) and, with a Redis broker, the length of each
-  Celery queue. Validation runs have no model yet (``validators_app`` is a placeholder), so there
-  is no runs-by-status series.
+  (``pending``/``running``: the OCI queue's depth), validation runs by status (every status,
+  0 included, so a dashboard's rate of ``failed`` has a series from the start) and, with a Redis
+  broker, the length of each Celery queue.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"
 
 
 class DatabaseCollector(Collector):
-    """Evidence, ingest outcomes and queue depth, read at scrape time."""
+    """Evidence, ingest outcomes, validation runs and queue depth, read at scrape time."""
 
     def describe(self) -> list[GaugeMetricFamily]:
         return []  # nothing is read until a scrape
@@ -120,6 +120,7 @@ class DatabaseCollector(Collector):
             states.add_metric([state], n)
         yield outcomes
         yield states
+        yield _runs_by_status()
 
         depth = _celery_queue_depth()
         if depth is not None:
@@ -131,6 +132,21 @@ class DatabaseCollector(Collector):
             for name, n in depth.items():
                 queues.add_metric([name], n)
             yield queues
+
+
+def _runs_by_status() -> GaugeMetricFamily:
+    """Validation runs by status, from one ``COUNT … GROUP BY status``."""
+    from validators_app.models import RunStatus, ValidationRun
+
+    runs = GaugeMetricFamily(
+        "aicr_validation_runs",
+        "Validation runs by status (queued/running: waiting for or on a validation worker).",
+        labels=["status"],
+    )
+    counts = dict(ValidationRun.objects.values_list("status").annotate(n=Count("pk")).order_by())
+    for status in RunStatus.values:
+        runs.add_metric([status], counts.get(status, 0))
+    return runs
 
 
 def _celery_queue_depth() -> dict[str, int] | None:

@@ -63,6 +63,8 @@ MIDDLEWARE = [
     # ETag on every GET answer that has none (a hash of the body) and 304 for If-None-Match:
     # API clients polling lists and details skip unchanged bodies.
     "django.middleware.http.ConditionalGetMiddleware",
+    # Last-Modified beside that ETag on API answers (If-Modified-Since answered by the above).
+    "aicr_site.last_modified.LastModifiedMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -210,6 +212,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "aicr_site.openapi.document_common_refusals",
+    ],
 }
 
 # Celery: with REDIS_URL a real broker and worker. Without it, `make run` sets

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import django_filters
@@ -12,6 +13,24 @@ from drf_spectacular.utils import OpenApiParameter
 
 from evidence_app.models import Evidence, EvidenceQuerySet, Signer, SignerClass, Verdict
 from evidence_app.services.staleness import stale_filter
+
+
+class UtcIsoDateTimeField(django_filters.fields.IsoDateTimeField):
+    """An ISO 8601 time, moved to UTC: Python reads offsets up to ±23:59, PostgreSQL takes
+    ±15:59, so ``+21:36`` must not reach the database as written (it was a 500)."""
+
+    def to_python(self, value: Any) -> datetime | None:
+        parsed = super().to_python(value)
+        if parsed is None:
+            return None
+        try:
+            return parsed.astimezone(UTC)
+        except OverflowError:
+            raise forms.ValidationError(f"{str(value)[:50]!r} is out of range.") from None
+
+
+class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = UtcIsoDateTimeField
 
 
 class StrictBooleanField(forms.NullBooleanField):
@@ -60,10 +79,10 @@ class EvidenceFilter(django_filters.FilterSet):
         method="filter_counted", help_text="true: only what consensus counts."
     )
     demo = StrictBooleanFilter(field_name="is_demo", help_text="Demo data.")
-    attested_after = django_filters.IsoDateTimeFilter(
+    attested_after = UtcIsoDateTimeFilter(
         field_name="attested_at", lookup_expr="gte", help_text="attestedAt at or after (ISO 8601)."
     )
-    attested_before = django_filters.IsoDateTimeFilter(
+    attested_before = UtcIsoDateTimeFilter(
         field_name="attested_at", lookup_expr="lt", help_text="attestedAt before (ISO 8601)."
     )
 

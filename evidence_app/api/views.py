@@ -115,8 +115,10 @@ def _log_body(log: UploadLog, request: Request) -> dict[str, Any]:
 @extend_schema_view(
     list=extend_schema(
         summary="List evidence",
-        description="Stored (verified) evidence, newest attestation first, with staleness.",
+        description="Stored (verified) evidence, newest attestation first, with staleness. "
+        "400: a filter value is not valid (named).",
         parameters=EVIDENCE_FILTER_PARAMETERS,
+        responses={200: EvidenceListSerializer(many=True), 400: ErrorSerializer},
         tags=TAGS,
     ),
     retrieve=extend_schema(
@@ -183,7 +185,8 @@ class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             "201: verified and stored; 200: this signed statement by this signer is already stored "
             "(in any wrapper; `withdrawn` says whether that record is withdrawn); 422: refused "
             "(`verdict`, `failed_step`, `reason`, `transcript`); 503 with `Retry-After`: the "
-            "database could not take it now, nothing was stored; 413: too large. Needs a "
+            "database could not take it now, nothing was stored; 413: too large; 400: a body "
+            "that is neither (no `bundle`, a malformed `oci_ref`). Needs a "
             "contributor or maintainer token."
         ),
         request={
@@ -194,6 +197,7 @@ class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             201: IngestResultSerializer,
             200: IngestResultSerializer,
             202: OciAcceptedSerializer,
+            400: ErrorSerializer,
             401: ErrorSerializer,
             403: ErrorSerializer,
             413: IngestResultSerializer,
@@ -263,7 +267,9 @@ class EvidenceBundleView(APIView):
         summary="Download the exact evidence bytes",
         description="What was uploaded, byte for byte; `ETag` is its sha256.",
         responses={
-            (200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY),
+            # Any schema: the bytes as stored, with the media type they were stored with (a
+            # Sigstore bundle's JSON, a tarball's).
+            (200, "*/*"): OpenApiResponse(OpenApiTypes.ANY),
             304: OpenApiResponse(description="Not modified (If-None-Match)."),
             404: ErrorSerializer,
         },

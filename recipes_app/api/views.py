@@ -211,7 +211,7 @@ class RecipeResolvedYAMLView(APIView):
         tags=TAGS,
         responses={
             (200, "application/yaml"): OpenApiResponse(
-                OpenApiTypes.STR,
+                OpenApiTypes.OBJECT,  # a YAML mapping
                 description="The bytes `aicr evidence digest` hashes; ETag is the digest.",
             ),
             404: NotFoundSerializer,

@@ -189,6 +189,7 @@ def test_it_applies_the_evidence_list_filters(api: Api, auditor: str, rows: list
         {"verdict": "maybe"},
         {"stale": "perhaps"},
         {"attested_after": "yesterday"},
+        {"attested_after": "0001-01-01T00:00:00+05:00"},  # before year 1 in UTC
         {"recipe": "x" * 500},
     ],
 )
@@ -262,3 +263,9 @@ def test_it_makes_signer_chosen_phase_names_safe_in_csv(
     EvidenceFactory(recipe=example_recipe, predicate=predicate)
     [row] = _csv(api(auditor).get(CSV))
     assert row["phases"] == "'=HYPERLINK(1)=1/0/0"
+
+
+def test_it_reads_any_utc_offset_python_reads(api: Api, auditor: str, rows: list[Evidence]) -> None:
+    # PostgreSQL takes offsets up to ±15:59; the filter moves the time to UTC first (was a 500).
+    response = api(auditor).get(NDJSON, {"attested_before": "2999-01-01T00:00:00+21:36"})
+    assert len(_ndjson(response)) == len(rows)

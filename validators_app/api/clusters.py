@@ -92,7 +92,7 @@ class ClusterSerializer(serializers.ModelSerializer):
     # A field named like ``Field.context``; DRF's metaclass moves declared fields off the class.
     context = serializers.CharField(source="context_name")  # type: ignore[assignment]
     created_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
-        slug_field="username", read_only=True
+        slug_field="username", read_only=True, allow_null=True
     )
     last_test = serializers.SerializerMethodField()
 
