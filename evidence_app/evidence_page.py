@@ -243,12 +243,19 @@ def _meets(op: str, value: float, bound: float) -> bool:
 def _pick_metric(
     check: str, threshold: str, metrics: Sequence[Metric], only: bool
 ) -> Metric | None:
-    key = threshold[len(check) + 1 :] if threshold.startswith(check + "-") else ""
-    if threshold == check or not key:
+    """The number a run printed for ``threshold``: the check's only number when the threshold is
+    named like the check, else the metric whose label holds every word of the threshold's name
+    that is not the check's own (AICR's dynamo recipes name ``inference-perf``'s thresholds
+    ``inference-throughput`` and ``inference-ttft-p99``; it prints ``Inference throughput`` and
+    ``Inference TTFT p99``). A name matching no label gets no number: never another threshold's."""
+    if threshold == check:
         return metrics[0] if len(metrics) == 1 or (metrics and only) else None
-    wanted = set(_WORD.findall(key.lower())) - {"inference"}
+    key = threshold[len(check) + 1 :] if threshold.startswith(check + "-") else threshold
+    wanted = set(_WORD.findall(key.lower())) - set(_WORD.findall(check.lower())) - {"inference"}
+    if not wanted:
+        return metrics[0] if len(metrics) == 1 and only else None
     for metric in metrics:
-        if wanted and wanted <= set(_WORD.findall(metric.label.lower())):
+        if wanted <= set(_WORD.findall(metric.label.lower())):
             return metric
     return None
 
