@@ -4,8 +4,11 @@ No column holds when an answer last changed: an evidence record's answer moves w
 withdrawal, its signer's class, a newer AICR version elsewhere, a catalog import and the clock
 (staleness); a recipe's with its consensus; a run's with every check it runs. So the time is
 the one that is known for sure: when this site first sent the current bytes of that answer.
-Per answer (path, query, ``Accept`` and credentials, hashed) the cache keeps the ETag sent last
-and since when; an answer whose ETag differs restarts the clock. A client's ``If-Modified-Since``
+Per answer (path, query, ``Accept``, token and signed-in user, hashed) a cache keeps the ETag
+sent last and since when; an answer whose ETag differs restarts the clock. That cache is each
+process's own, bounded memory (``CACHES["last-modified"]``), never the shared Redis: anyone can
+invent query strings, and each is an answer; a process that has not seen an answer yet, or has
+culled it, only sends a later time. A client's ``If-Modified-Since``
 therefore gets a 304 only while the bytes it holds are still the answer (the time is sent from
 the second after it, see ``last_modified``); a lost cache entry or two processes racing only
 make the time later (a 200 where a 304 could have been), never earlier.
@@ -19,19 +22,21 @@ import hashlib
 import time
 from collections.abc import Callable
 
-from django.core.cache import cache
+from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse
 from django.utils.cache import set_response_etag
 from django.utils.http import http_date
 
 API_PREFIX = "/api/v1/"
-KEEP_SECONDS = 30 * 24 * 3600
+CACHE_ALIAS = "last-modified"
 
 
 def _answer_key(request: HttpRequest) -> str:
-    who = request.headers.get("Authorization", "")
+    token = request.headers.get("Authorization", "")
     accept = request.headers.get("Accept", "")
-    identity = "\0".join((request.get_full_path(), accept, who))
+    user = getattr(request, "user", None)
+    signed_in = str(user.pk) if user is not None and user.is_authenticated else ""
+    identity = "\0".join((request.get_full_path(), accept, token, signed_in))
     return "last-modified:" + hashlib.sha256(identity.encode()).hexdigest()
 
 
@@ -41,11 +46,12 @@ def last_modified(request: HttpRequest, etag: str) -> int | None:
     time, and a client holding these would be told nothing changed."""
     key = _answer_key(request)
     now = int(time.time())
+    cache = caches[CACHE_ALIAS]
     seen = cache.get(key)
     if isinstance(seen, tuple) and seen[0] == etag:
         since = int(seen[1])
         return since if since < now else None
-    cache.set(key, (etag, now), KEEP_SECONDS)
+    cache.set(key, (etag, now))
     return None
 
 

@@ -111,6 +111,14 @@ if REDIS_URL:
     }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# When each API answer's current bytes were first sent (aicr_site/last_modified.py): per process,
+# bounded, so invented query strings cost a culled entry, never shared memory.
+CACHES["last-modified"] = {
+    "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+    "LOCATION": "last-modified",
+    "TIMEOUT": 24 * 3600,
+    "OPTIONS": {"MAX_ENTRIES": 20_000},
+}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

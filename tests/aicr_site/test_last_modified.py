@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import time_machine
+from django.core.cache import caches
 from django.test import Client
 from django.utils.http import http_date
 
@@ -28,11 +29,14 @@ START = datetime(2030, 1, 2, 3, 4, 5, 250_000, tzinfo=UTC)
 def own_cache(settings: Any) -> None:
     # The answers' times live in the cache: a private one, so other tests' answers do not count.
     settings.CACHES = {
-        "default": {
+        **settings.CACHES,
+        "last-modified": {
             "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
             "LOCATION": "last-modified-tests",
-        }
+            "OPTIONS": {"MAX_ENTRIES": 40},
+        },
     }
+    caches["last-modified"].clear()
 
 
 @pytest.fixture
@@ -123,3 +127,33 @@ def test_it_leaves_pages_and_streamed_exports_without_one(
     assert not page.has_header("Last-Modified")
     assert export.status_code == 200
     assert not export.has_header("Last-Modified")
+
+
+def test_invented_query_strings_stay_in_the_processs_bounded_memory(
+    client: Client, world: dict[str, Any]
+) -> None:
+    # Every query string is an answer of its own; anyone can invent them. They must cost a
+    # culled entry of this process's cache (MAX_ENTRIES 40 here), never a key in the shared cache.
+    shared = caches["default"]
+    shared.clear()
+    for n in range(200):
+        assert client.get(f"/api/v1/recipes/?junk={n}").status_code == 200
+    times = caches["last-modified"]
+    assert 0 < len(times._cache) <= 40  # type: ignore[attr-defined]
+    assert not [key for key in shared._cache if "last-modified" in key]  # type: ignore[attr-defined]
+
+
+def test_a_signed_in_user_and_an_anonymous_client_keep_separate_times(
+    client: Client, world: dict[str, Any], django_user_model: Any
+) -> None:
+    url = "/api/v1/recipes/"
+    signed_in = Client()
+    with time_machine.travel(START, tick=False) as clock:
+        # Signed in on the travelled clock: a session from today would have expired by then.
+        signed_in.force_login(django_user_model.objects.create_user("lm-reader"))
+        client.get(url)
+        clock.shift(timedelta(seconds=5))
+        signed_in.get(url)  # its first sight of this answer: no time yet, and none taken away
+        clock.shift(timedelta(seconds=1))
+        assert client.get(url)["Last-Modified"] == http_date(int(START.timestamp()))
+        assert signed_in.get(url)["Last-Modified"] == http_date(int(START.timestamp()) + 5)
