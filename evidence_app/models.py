@@ -423,6 +423,9 @@ class UploadLog(models.Model):
         blank=True,
         help_text="Blank while an OCI upload waits for its worker.",
     )
+    # Deprecated, no longer written: read ``outcome``. Kept through one release so processes of
+    # the previous one can still write it while they drain; the next release's migration drops it.
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
     evidence = models.ForeignKey(Evidence, null=True, blank=True, on_delete=models.SET_NULL)
 

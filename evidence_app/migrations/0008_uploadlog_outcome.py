@@ -1,6 +1,10 @@
 """``UploadLog.http_status`` becomes ``UploadLog.outcome``: the service records what happened in
 the domain's words and the views choose the HTTP status. Every stored status maps to exactly one
-outcome (and back), so no row loses what it said."""
+outcome (and back), so no row loses what it said.
+
+``http_status`` itself stays (nullable, no longer written): processes still running the previous
+release write it until they restart. A migration of the next release drops it, once no deployed
+code names it."""
 
 from typing import Any
 
@@ -48,5 +52,4 @@ class Migration(migrations.Migration):
             ),
         ),
         migrations.RunPython(outcome_from_status, status_from_outcome, elidable=True),
-        migrations.RemoveField(model_name="uploadlog", name="http_status"),
     ]
