@@ -214,9 +214,10 @@ def fingerprint_items(evidence: Evidence) -> list[FingerprintItem]:
     return out
 
 
-_THRESHOLD = re.compile(
-    r"^\s*(>=|<=|==|=|>|<)?\s*([-+]?\d+(?:\.\d+)?)\s*([A-Za-z%/][\w%/.-]*)?\s*$"
-)
+# "<op> <number> [unit]": a bound a measured number is judged against. A bare value ("256", a
+# model name) is a setting of the check, not a bound (AICR's recipes write every bound with its
+# operator, e.g. ">= 450", "<= 2000").
+_THRESHOLD = re.compile(r"^\s*(>=|<=|==|=|>|<)\s*([-+]?\d+(?:\.\d+)?)\s*([A-Za-z%/][\w%/.-]*)?\s*$")
 _WORD = re.compile(r"[a-z0-9]+")
 
 
@@ -229,6 +230,12 @@ class ThresholdCheck:
     numeric: bool = False  # the requirement is "<op> <number>" (else a setting or version)
 
 
+def threshold_bound(requirement: str) -> tuple[str, float] | None:
+    """A declared threshold's operator and number; None for a setting (no operator)."""
+    parsed = _THRESHOLD.match(requirement)
+    return (parsed.group(1), float(parsed.group(2))) if parsed is not None else None
+
+
 def _meets(op: str, value: float, bound: float) -> bool:
     return {
         ">=": value >= bound,
@@ -237,7 +244,7 @@ def _meets(op: str, value: float, bound: float) -> bool:
         "<": value < bound,
         "==": value == bound,
         "=": value == bound,
-    }[op or ">="]
+    }[op]
 
 
 def _pick_metric(
@@ -269,17 +276,17 @@ def threshold_checks(
         name = bounded_text(threshold.get("name"), 200)
         requirement = str(threshold.get("value", ""))[:200]
         metric = _pick_metric(check, name, metrics, only=len(thresholds) == 1)
-        parsed = _THRESHOLD.match(requirement)
+        bound = threshold_bound(requirement)
         meets = None
-        if metric is not None and parsed is not None:
-            meets = _meets(parsed.group(1) or ">=", metric.value, float(parsed.group(2)))
+        if metric is not None and bound is not None:
+            meets = _meets(bound[0], metric.value, bound[1])
         out.append(
             ThresholdCheck(
                 name=name,
                 requirement=requirement,
                 metric=metric,
                 meets=meets,
-                numeric=parsed is not None,
+                numeric=bound is not None,
             )
         )
     return out

@@ -230,15 +230,20 @@ class Verdict(models.TextChoices):
     REJECTED = "rejected", "Rejected"
 
 
+# What consensus counts: verified, not withdrawn, from a counted signer, on real hardware (not
+# a simulated cluster). One condition for querysets (``counted()``) and aggregates alike.
+COUNTED = Q(
+    verdict=Verdict.VERIFIED,
+    withdrawn_at__isnull=True,
+    signer__counted=True,
+    is_simulated=False,
+)
+
+
 class EvidenceQuerySet(models.QuerySet["Evidence"]):
     def counted(self) -> EvidenceQuerySet:
         """What consensus counts: verified, not withdrawn, counted signer, real hardware."""
-        return self.filter(
-            verdict=Verdict.VERIFIED,
-            withdrawn_at__isnull=True,
-            signer__counted=True,
-            is_simulated=False,
-        )
+        return self.filter(COUNTED)
 
     def for_listing(self) -> EvidenceQuerySet:
         """Rows for lists: the signer and recipe joined, the stored bytes left in the database."""

@@ -51,11 +51,19 @@ from evidence_app.consensus.outcomes import (
     check_outcomes,
     phase_summaries,
 )
-from evidence_app.consensus.rules import GRID_PHASES, declared_checks, is_counted
+from evidence_app.consensus.rules import GRID_PHASES, declared_checks, is_counted, row_order
 from evidence_app.corroborate import FAIL, PASS
-from evidence_app.evidence_page import ThresholdCheck, threshold_checks
-from evidence_app.models import Evidence, SignerClass, SignerKind, Verdict
+from evidence_app.evidence_page import ThresholdCheck, threshold_bound, threshold_checks
+from evidence_app.models import (
+    COUNTED,
+    Evidence,
+    EvidenceQuerySet,
+    SignerClass,
+    SignerKind,
+    Verdict,
+)
 from evidence_app.services.staleness import StaleReason, staleness_bulk
+from evidence_app.templatetags.evidence_tags import number
 from recipes_app import history_charts
 from recipes_app.models import Recipe
 
@@ -71,7 +79,6 @@ _PLAIN_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _CELL = re.compile(r"(?P<key>[^@]{1,300})@(?P<pk>[0-9]{1,18})")
 _EVIDENCE_ID = re.compile(r"[0-9]{1,18}")
 # A floor or a ceiling: what a horizontal line on a chart means.
-_BOUND = re.compile(r"^\s*(?:>=|<=|>|<)\s*([-+]?\d+(?:\.\d+)?)\s*(?:[A-Za-z%/][\w%/.-]*)?\s*$")
 
 RowKey = tuple[str, str]
 
@@ -216,8 +223,8 @@ class HistoryChart:
         name = self.check if self.metric == self.check else f"{self.check} {self.metric}"
         text = (
             f"{name} over {len(points)} counted run"
-            f"{'s' if len(points) != 1 else ''}: latest {_num(values[-1])}{unit}, "
-            f"lowest {_num(min(values))}{unit}, highest {_num(max(values))}{unit}"
+            f"{'s' if len(points) != 1 else ''}: latest {number(values[-1])}{unit}, "
+            f"lowest {number(min(values))}{unit}, highest {number(max(values))}{unit}"
         )
         if self.requirement:
             text += f"; threshold {self.requirement}, {self.geometry.failing} below it"
@@ -253,10 +260,6 @@ class RecipeHistory:
     @property
     def last_position(self) -> int:
         return self.newer_count + len(self.columns)
-
-
-def _num(value: float) -> str:
-    return format(value, ".10g")
 
 
 # --- cells -------------------------------------------------------------------------------
@@ -318,7 +321,7 @@ def _flaky(cells: Sequence[HistoryCell]) -> tuple[FlakySigner, ...]:
 # --- the queries -------------------------------------------------------------------------
 
 
-def _records(recipe: Recipe) -> QuerySet[Evidence]:
+def _records(recipe: Recipe) -> EvidenceQuerySet:
     return Evidence.objects.filter(recipe_name=recipe.name, verdict=Verdict.VERIFIED)
 
 
@@ -338,9 +341,7 @@ def _status(phase: str, name: str) -> KeyTextTransform:
 
 
 def _counted(recipe: Recipe) -> QuerySet[Evidence]:
-    return _records(recipe).filter(
-        withdrawn_at__isnull=True, signer__counted=True, is_simulated=False
-    )
+    return _records(recipe).counted()
 
 
 def _newest_passes(records: QuerySet[Evidence], rows: Sequence[RowKey]) -> dict[RowKey, datetime]:
@@ -534,10 +535,7 @@ def recipe_history(
     anchor, wanted, errors = _resolve(recipe, records, start, cell)
     counts = records.aggregate(
         n=Count("pk"),
-        counted=Count(
-            "pk",
-            filter=Q(withdrawn_at__isnull=True, signer__counted=True, is_simulated=False),
-        ),
+        counted=Count("pk", filter=COUNTED),
     )
     window = _window(records, anchor, centre=wanted is not None)
     older_or_at = _at_or_older(records, window.anchor) if window.anchor else records
@@ -558,9 +556,9 @@ def recipe_history(
             for name in found.get(phase, {})
             if (phase, name) not in declared
         },
-        key=_row_order,
+        key=row_order,
     )
-    row_list = sorted([*declared, *extra[:EXTRA_ROWS_SHOWN]], key=_row_order)
+    row_list = sorted([*declared, *extra[:EXTRA_ROWS_SHOWN]], key=row_order)
     keys = row_keys(row_list)
     target = ""
     if wanted is not None:
@@ -601,10 +599,6 @@ def recipe_history(
     )
 
 
-def _row_order(key: RowKey) -> tuple[int, str]:
-    return (GRID_PHASES.index(key[0]), key[1])
-
-
 def _newest_counted_pass(stored: datetime | None, cells: Sequence[HistoryCell]) -> datetime | None:
     """The aggregate's answer, or a newer counted pass among the shown cells (check results
     stored in a shape the query does not read)."""
@@ -617,8 +611,9 @@ def _newest_counted_pass(stored: datetime | None, cells: Sequence[HistoryCell]) 
 
 
 def _bound(requirement: str) -> float | None:
-    found = _BOUND.match(requirement)
-    return float(found.group(1)) if found else None
+    """The line a threshold draws: its number, as the cells judge it (``threshold_bound``)."""
+    bound = threshold_bound(requirement)
+    return bound[1] if bound is not None else None
 
 
 def _charts(recipe: Recipe, declared: Mapping[RowKey, list[dict[str, Any]]]) -> list[HistoryChart]:

@@ -167,7 +167,7 @@ def declared_checks(recipe_checks: Any) -> dict[RowKey, list[dict[str, Any]]]:
     return declared
 
 
-def _row_order(key: RowKey) -> tuple[int, str]:
+def row_order(key: RowKey) -> tuple[int, str]:
     return (GRID_PHASES.index(key[0]), key[1])
 
 
@@ -348,7 +348,7 @@ def recipe_consensus(declared: Iterable[RowKey], runs: Sequence[Run]) -> RecipeC
     in_rollup, shown_only = _row_keys(declared, runs)
     rows = [
         _row_consensus(key, runs, in_rollup=key in in_rollup)
-        for key in sorted(in_rollup | shown_only, key=_row_order)
+        for key in sorted(in_rollup | shown_only, key=row_order)
     ]
     counted_rows = [row for row in rows if row.in_rollup]
     phase_states = {

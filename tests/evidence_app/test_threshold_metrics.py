@@ -9,7 +9,7 @@ and the validator prints ``RESULT: Inference throughput: …`` and ``RESULT: Inf
 from __future__ import annotations
 
 from evidence_app.consensus.outcomes import Metric
-from evidence_app.evidence_page import threshold_checks
+from evidence_app.evidence_page import threshold_bound, threshold_checks
 
 THROUGHPUT = Metric("Inference throughput", 108789.87, "tokens/sec")
 TTFT = Metric("Inference TTFT p99", 2500.0, "ms")
@@ -47,3 +47,17 @@ def test_a_threshold_named_like_its_check_takes_the_checks_only_number():
     judged = by_name(threshold_checks("nccl-all-reduce-bw", thresholds, [bandwidth]))
 
     assert judged["nccl-all-reduce-bw"] == (bandwidth, True)
+
+
+def test_a_bare_value_is_a_setting_not_a_bound():
+    # "256" (inference-concurrency-per-gpu) has no operator: nothing is judged "below" it, and
+    # the history page draws no line for it (both read evidence_page.threshold_bound).
+    thresholds = [{"name": "inference-concurrency-per-gpu", "value": "256"}]
+    concurrency = Metric("Inference concurrency per GPU", 64.0, "")
+
+    [judged] = threshold_checks("inference-perf", thresholds, [concurrency])
+
+    assert (judged.numeric, judged.meets) == (False, None)
+    assert threshold_bound("256") is None
+    assert threshold_bound(">= 450") == (">=", 450.0)
+    assert threshold_bound("<= 2000 ms") == ("<=", 2000.0)
