@@ -268,6 +268,14 @@ def _metric_rows(checks: Sequence[CheckRow]) -> list[MetricRow]:
     return rows
 
 
+def compare_first(*, a_id: int) -> Evidence:
+    """Record ``a_id``, chosen before its second: ``CompareError`` naming it when it is unknown."""
+    found = _load([a_id])
+    if a_id not in found:
+        raise CompareError("not-found", f"No evidence #{a_id}.")
+    return found[a_id]
+
+
 def evidence_compare(*, a_id: int, b_id: int) -> Comparison:
     """Records ``a_id`` and ``b_id`` side by side; ``CompareError`` when they cannot be."""
     if a_id == b_id:

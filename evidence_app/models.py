@@ -355,7 +355,8 @@ class Evidence(models.Model):
                 condition=Q(verdict="verified", withdrawn_at__isnull=True, is_simulated=False),
                 name="evidence_live_latest_idx",
             ),
-            # The consensus cache key's newest withdrawals (selectors.evidence_generation).
+            # The newest withdrawals: the publication's version
+            # (exports.publication.evidence_version) and the feed's withdrawn entries.
             models.Index(
                 fields=["-withdrawn_at", "-id"],
                 condition=Q(withdrawn_at__isnull=False),

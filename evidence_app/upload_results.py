@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from evidence_app.models import UploadLog
+from evidence_app.selectors import HEAVY_FIELDS
 from evidence_app.services.staleness import staleness_bulk
 
 
@@ -20,14 +21,7 @@ def upload_for_uploader(*, pk: int, user: Any) -> UploadLog | None:
         return None
     return (
         UploadLog.objects.select_related("evidence", "evidence__signer")
-        .defer(
-            "evidence__content",
-            "evidence__artifact",
-            "evidence__transcript",
-            "evidence__predicate",
-            "evidence__check_results",
-            "evidence__certificate",
-        )
+        .defer(*(f"evidence__{name}" for name in HEAVY_FIELDS))
         .filter(pk=pk, user=user)
         .first()
     )

@@ -112,7 +112,7 @@ def evidence_compare(request: HtmxHttpRequest) -> HttpResponse:
         a_id = compare.parse_id(request.GET.get("a"), parameter="a")
         context["a_id"] = a_id
         if not request.GET.get("b"):
-            evidence = _evidence_or_404(a_id)
+            evidence = compare.compare_first(a_id=a_id)
             context["recipe_name"] = evidence.recipe_name
             context["candidates"] = compare.compare_candidates(
                 recipe_name=evidence.recipe_name, chosen=[evidence]

@@ -137,10 +137,6 @@ class HistoryCell:
     numbers: tuple[CellNumber, ...] = ()
     highlighted: bool = False
 
-    @property
-    def below_threshold(self) -> bool:
-        return any(n.meets is False for n in self.numbers)
-
 
 @dataclass(frozen=True)
 class FlakySigner:

@@ -113,9 +113,6 @@ COPY (
 """  # noqa: S608 - constants; the selection is the ORM's own SQL, its values bound
 
 
-_MEMO_LIMIT = 10_000
-
-
 def _url_parts(url_of: Callable[[str, int], str], route: str) -> tuple[str, str]:
     marker = 987654321987  # an id no row has
     head, _, tail = url_of(route, marker).partition(str(marker))
@@ -189,7 +186,7 @@ def ndjson_stream_pg(
         for before_phases, phases, before_stale, key, after_stale in copy.rows():
             fragment = fragments.get(key)
             if fragment is None:
-                if len(fragments) == _MEMO_LIMIT:  # memory stays flat whatever the data
+                if len(fragments) == StaleCodes.MEMO_LIMIT:  # memory stays flat whatever the data
                     fragments.clear()
                 fragment = fragments[key] = _stale_fragment(stale.codes(tuple(json.loads(key))))
             lines.append(

@@ -147,6 +147,13 @@ def test_an_unknown_id_is_a_404_naming_it(client: Client, pair: tuple[Evidence, 
     assert "No evidence #999999." in response.content.decode()
 
 
+def test_an_unknown_first_id_without_a_second_is_a_404_naming_it(client: Client) -> None:
+    response = client.get(URL, {"a": 999999})
+
+    assert response.status_code == 404
+    assert "No evidence #999999." in response.content.decode()
+
+
 @pytest.mark.parametrize(
     ("query", "message"),
     [

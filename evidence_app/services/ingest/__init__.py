@@ -35,7 +35,6 @@ the views choose the HTTP status from it (``evidence_app.upload_status``).
 """
 
 from evidence_app.services.ingest.policy import (
-    policy_cache_clear,
     policy_current,
     policy_snapshot,
 )
@@ -53,7 +52,6 @@ __all__ = [
     "IngestResult",
     "evidence_ingest",
     "max_upload_bytes",
-    "policy_cache_clear",
     "policy_current",
     "policy_snapshot",
     "refuse_if_too_large",

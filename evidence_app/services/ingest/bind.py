@@ -108,8 +108,3 @@ def bind_recipe(statement: AicrStatement, index: CatalogIndex) -> tuple[Recipe |
         f"recipe {recipe.name} (sha256:{digest[:12]}…) of an older catalog #{recipe.catalog_id}; "
         f"{why}: stale (recipe changed)"
     )
-
-
-def index_cache_clear() -> None:
-    with _index_lock:
-        _index_cache.clear()

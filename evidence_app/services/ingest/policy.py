@@ -19,7 +19,6 @@ from django.db import connection
 
 from evidence_app.models import AcceptedIssuer, Allowlist, SigningKey, TrustRoot
 from evidence_app.services import signers, trust_roots
-from evidence_app.services.ingest.bind import index_cache_clear
 from evidence_app.verification.signature import EXTRA_POLICY_NAMES
 from evidence_app.verification.trust import TrustRoot as LoadedRoot
 from recipes_app.models import Catalog
@@ -155,12 +154,6 @@ def policy_snapshot() -> PolicySnapshot:
             _snapshot_cache.clear()
             _snapshot_cache[version] = snapshot
     return snapshot
-
-
-def policy_cache_clear() -> None:
-    with _snapshot_lock:
-        _snapshot_cache.clear()
-    index_cache_clear()
 
 
 def policy_current(
