@@ -12,7 +12,7 @@ from datetime import datetime
 
 from django.db.models import Count, Max
 
-from evidence_app.consensus import UNTESTED, RecipeBadge
+from evidence_app.consensus import UNTESTED, RecipeBadge, recipe_badge
 from evidence_app.consensus import stored as stored_consensus
 from evidence_app.models import Evidence
 from recipes_app.models import Catalog, Recipe
@@ -80,15 +80,15 @@ def badge_facts(*, name: str) -> BadgeFacts | None:
     if catalog is None:
         return None
     stored_consensus.consensus_refresh_expired(catalog=catalog)
-    row = (
+    recipe = (
         Recipe.objects.in_catalog(catalog)
         .filter(name=name)
-        .values_list("consensus__state", "consensus__badge")
+        .select_related("consensus")
+        .only("pk", "consensus")
         .first()
     )
-    if row is None:
+    if recipe is None:
         return None
-    state, encoded = row
     facts = (
         Evidence.objects.counted()
         .filter(recipe_name=name)
@@ -96,7 +96,7 @@ def badge_facts(*, name: str) -> BadgeFacts | None:
     )
     return BadgeFacts(
         name=name,
-        badge=RecipeBadge.decode(encoded, state=state or UNTESTED),
+        badge=recipe_badge(recipe),
         counted_signers=facts["signers"],
         last_attested=facts["last"],
     )

@@ -160,8 +160,18 @@ class RecipeConsensusState(models.Model):
         Recipe, on_delete=models.CASCADE, primary_key=True, related_name="consensus"
     )
     state = models.CharField(max_length=16, help_text="The recipe-level consensus state.")
-    badge = models.CharField(
-        max_length=500, help_text="RecipeBadge.encode(): state, demo, staleness counts."
+    includes_demo = models.BooleanField(
+        default=False, help_text="The state rests on evidence signed with a demo key."
+    )
+    counted_runs = models.PositiveIntegerField(
+        default=0, help_text="Counted runs the state rests on (newest per counted signer)."
+    )
+    stale_runs = models.PositiveIntegerField(default=0, help_text="… of which stale.")
+    # Display detail only (never filtered or sorted on), over a fixed handful of codes: a
+    # JSON object keeps it in the row the list already reads, where a related table would
+    # cost a join or a query per page for a note.
+    stale_reasons = models.JSONField(
+        default=dict, blank=True, help_text="Stale reason code → how many counted runs it marks."
     )
     expires_at = models.DateTimeField(
         null=True, blank=True, help_text="When a counted run ages into staleness (None: never)."
@@ -170,6 +180,12 @@ class RecipeConsensusState(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["expires_at"]), models.Index(fields=["state"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(stale_runs__lte=models.F("counted_runs")),
+                name="consensus_stale_runs_are_counted_runs",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.recipe_id}: {self.state}"

@@ -18,7 +18,15 @@ from django.db.models import Count, Max, Q
 from django.urls import reverse
 
 from evidence_app import selectors as evidence_selectors
-from evidence_app.consensus import CONFIRMED, PARTIAL, SINGLE, STATES, UNTESTED, RecipeBadge
+from evidence_app.consensus import (
+    CONFIRMED,
+    PARTIAL,
+    SINGLE,
+    STATES,
+    UNTESTED,
+    RecipeBadge,
+    recipe_badge,
+)
 from evidence_app.consensus import stored as stored_consensus
 from evidence_app.models import Evidence, Verdict
 from evidence_app.services.staleness import StaleReason, staleness_bulk
@@ -118,26 +126,20 @@ def coverage_overview() -> Overview:
         stored_consensus.consensus_refresh_expired(catalog=catalog)
     recipes = (
         Recipe.objects.in_catalog(catalog)
+        .select_related("consensus")
+        .only("name", "service", "platform", "accelerator", "consensus")
         .order_by("name")
-        .values_list(
-            "name",
-            "service",
-            "platform",
-            "accelerator",
-            "consensus__state",
-            "consensus__badge",
-            "consensus__refreshed_at",
-        )
     )
     by_cell: dict[tuple[str, str, str], list[RecipeBadge]] = {}
     overall: Counter[str] = Counter()
     stale: list[StaleRecipe] = []
-    for name, service, platform, accelerator, state, encoded, refreshed_at in recipes:
-        badge = RecipeBadge.decode(encoded, state=state or UNTESTED)
-        by_cell.setdefault((service, platform, accelerator), []).append(badge)
+    for recipe in recipes:
+        badge = recipe_badge(recipe)
+        by_cell.setdefault((recipe.service, recipe.platform, recipe.accelerator), []).append(badge)
         overall[badge.state] += 1
         if badge.stale.stale:
-            stale.append(StaleRecipe(name=name, badge=badge, refreshed_at=refreshed_at))
+            refreshed_at = recipe.consensus.refreshed_at  # a stale badge has a stored row
+            stale.append(StaleRecipe(name=recipe.name, badge=badge, refreshed_at=refreshed_at))
 
     accelerators = tuple(sorted({key[2] for key in by_cell}))
     row_keys = sorted({(key[0], key[1]) for key in by_cell})

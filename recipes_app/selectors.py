@@ -16,7 +16,7 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Case, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.http import QueryDict
 
-from evidence_app.consensus import STATES
+from evidence_app.consensus import STATES, UNTESTED
 from evidence_app.models import Evidence
 from recipes_app.filters import MAX_QUERY_LENGTH, RecipeFilter
 from recipes_app.models import ANY, DIMENSIONS, PHASES, Catalog, Recipe
@@ -220,8 +220,9 @@ def recipe_listing(*, params: Mapping[str, Any], page_number: str | int | None) 
 
 
 def _sorted(recipes: QuerySet[Recipe], sort: str) -> QuerySet[Recipe]:
-    """``recipes`` (annotated with ``consensus_state`` by ``RecipeFilter``) with each one's
-    last counted attestation, in ``sort`` order; the name breaks every tie."""
+    """``recipes`` with each one's last counted attestation, in ``sort`` order; the name
+    breaks every tie. ``state`` sorts on the stored consensus column in SQL (a recipe without
+    a stored row is UNTESTED)."""
     last = (
         Evidence.objects.counted()
         .filter(recipe_name=OuterRef("name"))
@@ -231,8 +232,8 @@ def _sorted(recipes: QuerySet[Recipe], sort: str) -> QuerySet[Recipe]:
     recipes = recipes.annotate(last_attested=Subquery(last))
     if sort == "state":
         rank = Case(
-            *(When(consensus_state=state, then=Value(i)) for i, state in enumerate(STATES)),
-            default=Value(len(STATES)),
+            *(When(consensus__state=state, then=Value(i)) for i, state in enumerate(STATES)),
+            default=Value(STATES.index(UNTESTED)),
             output_field=IntegerField(),
         )
         return recipes.order_by(rank, "name")

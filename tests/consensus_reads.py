@@ -11,10 +11,8 @@ def recipe_consensus_badges(*, catalog: Catalog | None) -> dict[str, RecipeBadge
     """Recipe name → its stored badge for every recipe of ``catalog`` with counted evidence."""
     if catalog is None:
         return {}
-    stored = RecipeConsensusState.objects.filter(recipe__catalog=catalog).values_list(
-        "recipe__name", "state", "badge"
-    )
-    return {name: RecipeBadge.decode(badge, state=state) for name, state, badge in stored}
+    stored = RecipeConsensusState.objects.filter(recipe__catalog=catalog).select_related("recipe")
+    return {row.recipe.name: RecipeBadge.stored(row) for row in stored}
 
 
 def recipe_consensus_states(*, catalog: Catalog | None) -> dict[str, str]:

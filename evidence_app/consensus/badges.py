@@ -6,7 +6,7 @@ newest counted run of each signer, the grid's own computation in its default len
 and simulated runs cannot change a state, so they are not read). ``recipe_badges_computed``
 computes it for many recipes in a fixed number of queries; ``consensus.stored`` keeps the
 result in ``RecipeConsensusState`` rows where it changes, and ``recipe_badge`` reads a listed
-recipe's stored badge back.
+recipe's stored badge back (``RecipeBadge.stored``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.utils import timezone
 
@@ -28,17 +27,19 @@ from evidence_app.consensus.rules import (
     latest_per,
     recipe_consensus,
 )
-from evidence_app.corroborate import UNTESTED
 from evidence_app.models import Evidence
 from evidence_app.services.staleness import stale_after_days, staleness_bulk
-from recipes_app.models import Recipe
+from recipes_app.models import Recipe, RecipeConsensusState
 
 
-def recipe_badge(recipe: Any) -> RecipeBadge:
-    """A listed recipe's stored badge, from the ``consensus_state`` and ``consensus_badge``
-    annotations ``RecipeFilter`` puts on each row (UNTESTED without counted evidence)."""
-    state = getattr(recipe, "consensus_state", None) or UNTESTED
-    return RecipeBadge.decode(getattr(recipe, "consensus_badge", ""), state=state)
+def recipe_badge(recipe: Recipe) -> RecipeBadge:
+    """A listed recipe's stored badge (UNTESTED without counted evidence). The list reads its
+    page's rows with ``select_related("consensus")``, so this costs no query per row."""
+    try:
+        row = recipe.consensus
+    except RecipeConsensusState.DoesNotExist:
+        row = None
+    return RecipeBadge.stored(row)
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ from evidence_app.corroborate import (
 )
 from evidence_app.models import Evidence, Signer, Verdict
 from evidence_app.services.staleness import CODES as STALE_CODES
+from recipes_app.models import RecipeConsensusState
 
 # The filter's choices, best first (what a person looking for validated recipes wants first).
 STATES: tuple[str, ...] = (CONFIRMED, SINGLE, PARTIAL, CONTESTED, FAILING, UNTESTED)
@@ -213,13 +214,17 @@ class StaleSummary:
         for run in counted:
             for code in dict.fromkeys(run.stale):
                 by_code[code] = by_code.get(code, 0) + 1
-        order = {code: i for i, code in enumerate(STALE_CODES)}
-        reasons = tuple(sorted(by_code.items(), key=lambda item: order.get(item[0], 99)))
         return cls(
             counted_runs=len(counted),
             stale_runs=sum(1 for run in counted if run.stale),
-            reasons=reasons,
+            reasons=_in_code_order(by_code),
         )
+
+
+def _in_code_order(by_code: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    """The reasons in ``STALE_CODES`` order (a stored JSON object keeps no key order)."""
+    order = {code: i for i, code in enumerate(STALE_CODES)}
+    return tuple(sorted(by_code.items(), key=lambda item: (order.get(item[0], 99), item[0])))
 
 
 @dataclass(frozen=True)
@@ -243,27 +248,24 @@ class RecipeBadge:
     includes_demo: bool
     stale: StaleSummary
 
-    def encode(self) -> str:
-        """A compact text form, so a list query can carry the badge as one annotation."""
-        reasons = ",".join(f"{code}={count}" for code, count in self.stale.reasons)
-        demo = int(self.includes_demo)
-        return f"{self.state}|{demo}|{self.stale.counted_runs}|{self.stale.stale_runs}|{reasons}"
+    @classmethod
+    def untested(cls) -> RecipeBadge:
+        """A recipe without counted evidence."""
+        return cls(state=UNTESTED, includes_demo=False, stale=StaleSummary())
 
     @classmethod
-    def decode(cls, text: str | None, state: str = UNTESTED) -> RecipeBadge:
-        """``encode``'s inverse; anything else is a plain ``state`` badge."""
-        parts = (text or "").split("|")
-        if len(parts) != 5 or not all(p.isdigit() for p in parts[1:4]):
-            return cls(state=state, includes_demo=False, stale=StaleSummary())
-        reasons = []
-        for item in filter(None, parts[4].split(",")):
-            code, _, count = item.partition("=")
-            reasons.append((code, int(count) if count.isdigit() else 0))
+    def stored(cls, row: RecipeConsensusState | None) -> RecipeBadge:
+        """The badge a ``RecipeConsensusState`` row holds (``consensus.stored`` writes it);
+        None, a recipe without a row, has no counted evidence: UNTESTED."""
+        if row is None:
+            return cls.untested()
         return cls(
-            state=parts[0],
-            includes_demo=parts[1] == "1",
+            state=row.state,
+            includes_demo=row.includes_demo,
             stale=StaleSummary(
-                counted_runs=int(parts[2]), stale_runs=int(parts[3]), reasons=tuple(reasons)
+                counted_runs=row.counted_runs,
+                stale_runs=row.stale_runs,
+                reasons=_in_code_order(row.stale_reasons),
             ),
         )
 

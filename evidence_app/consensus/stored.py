@@ -71,7 +71,10 @@ def _store(names: Collection[str] | None, now: datetime) -> int:
             RecipeConsensusState(
                 recipe_id=pk,
                 state=badge.state,
-                badge=badge.encode(),
+                includes_demo=badge.includes_demo,
+                counted_runs=badge.stale.counted_runs,
+                stale_runs=badge.stale.stale_runs,
+                stale_reasons=dict(badge.stale.reasons),
                 expires_at=computed.expires.get(name),
                 refreshed_at=now,
             )
@@ -80,7 +83,15 @@ def _store(names: Collection[str] | None, now: datetime) -> int:
         batch_size=500,
         update_conflicts=True,
         unique_fields=["recipe"],
-        update_fields=["state", "badge", "expires_at", "refreshed_at"],
+        update_fields=[
+            "state",
+            "includes_demo",
+            "counted_runs",
+            "stale_runs",
+            "stale_reasons",
+            "expires_at",
+            "refreshed_at",
+        ],
     )
     return len(computed.badges)
 

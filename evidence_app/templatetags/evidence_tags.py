@@ -13,6 +13,7 @@ from django import template
 
 from evidence_app import consensus
 from evidence_app.models import Evidence
+from recipes_app.models import Recipe
 
 register = template.Library()
 
@@ -67,6 +68,7 @@ def counts(evidence: Evidence) -> bool:
 
 
 @register.filter
-def recipe_badge(recipe: Any) -> consensus.RecipeBadge:
-    """A listed recipe's badge (state, demo, staleness) from the list query's annotations."""
+def recipe_badge(recipe: Recipe) -> consensus.RecipeBadge:
+    """A listed recipe's badge (state, demo, staleness) from its stored row, joined to the list
+    query."""
     return consensus.recipe_badge(recipe)

@@ -112,11 +112,10 @@ class RecipeListSerializer(serializers.ModelSerializer):
         return recipe.criteria
 
     def _badge(self, recipe: Recipe) -> RecipeBadge:
-        # Listed recipes carry it (RecipeFilter annotates them); one recipe has its grid.
-        if hasattr(recipe, "consensus_state"):
-            return recipe_badge(recipe)
+        # One recipe has its computed grid; listed ones their stored row, joined to the page
+        # query by RecipeFilter.
         grid = self.context.get("consensus_grid")
-        return grid.consensus.badge if grid is not None else RecipeBadge.decode(None)
+        return grid.consensus.badge if grid is not None else recipe_badge(recipe)
 
     @extend_schema_field(CONSENSUS_FIELD)
     def get_consensus(self, recipe: Recipe) -> str:

@@ -178,8 +178,9 @@ class RecipeViewSet(viewsets.ReadOnlyModelViewSet):
     current_catalog_id: int | None = None
 
     def get_queryset(self) -> QuerySet[Recipe]:
-        # RecipeFilter narrows this to the catalog version; only the row's own columns load.
-        return Recipe.objects.only(*LIST_COLUMNS)
+        # RecipeFilter narrows this to the catalog version; only the row's own columns load,
+        # and its stored consensus row (the badge), joined in the page's query.
+        return Recipe.objects.select_related("consensus").only(*LIST_COLUMNS, "consensus")
 
     def get_serializer_class(self) -> type:
         return RecipeDetailSerializer if self.action == "retrieve" else RecipeListSerializer

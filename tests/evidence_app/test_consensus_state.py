@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import time_machine
 from django.core.management import call_command
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -49,10 +49,8 @@ STATUSES = ("passed", "failed", "skipped", "pending", "other")
 
 def stored() -> dict[int, consensus.RecipeBadge]:
     return {
-        pk: consensus.RecipeBadge.decode(badge, state=state)
-        for pk, state, badge in RecipeConsensusState.objects.values_list(
-            "recipe_id", "state", "badge"
-        )
+        row.recipe_id: consensus.RecipeBadge.stored(row)
+        for row in RecipeConsensusState.objects.all()
     }
 
 
@@ -66,7 +64,7 @@ def assert_current(recipes: list[Recipe], steps: list[str] | None = None) -> Non
     assert rows == recomputed(), steps
     for recipe in recipes:
         grid = consensus.consensus_grid(recipe=recipe)
-        shown = rows.get(recipe.pk, consensus.RecipeBadge.decode(None))
+        shown = rows.get(recipe.pk, consensus.RecipeBadge.untested())
         assert shown == grid.consensus.badge, (recipe.name, steps)
 
 
@@ -183,7 +181,7 @@ def test_a_real_ingest_refreshes_the_badge_in_its_transaction(
     assert ingest(counted.bundle).verdict == "verified"
     row = RecipeConsensusState.objects.get(recipe=example_recipe)
     grid = consensus.consensus_grid(recipe=example_recipe)
-    assert consensus.RecipeBadge.decode(row.badge, state=row.state) == grid.consensus.badge
+    assert consensus.RecipeBadge.stored(row) == grid.consensus.badge
     assert row.state == grid.state
     assert stored() == recomputed()
 
@@ -220,13 +218,14 @@ def test_a_badge_is_refreshed_once_a_run_ages_into_staleness(evidence_db: None) 
         )
     row = RecipeConsensusState.objects.get(recipe=recipe)
     assert row.expires_at == start - timedelta(days=29) + timedelta(days=30)
-    assert row.badge.endswith("|1|0|")  # one counted run, none stale
+    assert (row.counted_runs, row.stale_runs, row.stale_reasons) == (1, 0, {})
 
     with time_machine.travel(start + timedelta(days=1, seconds=1), tick=False):
         page = Client().get("/recipes/?consensus=PARTIAL")
         row.refresh_from_db()
         assert row.expires_at is None  # nothing left to age
-        assert row.badge.endswith("|1|1|older-than-30-days=1")
+        assert (row.counted_runs, row.stale_runs) == (1, 1)
+        assert row.stale_reasons == {"older-than-30-days": 1}
         assert stored() == recomputed()
     assert recipe.name in page.content.decode()
     assert 'data-consensus-stale="1/1"' in page.content.decode()
@@ -362,7 +361,7 @@ def test_two_uploads_at_once_both_reach_the_stored_badge(
 def test_the_refresh_command_restores_every_badge(evidence_db: None) -> None:
     recipe = RecipeFactory(checks=CHECKS)
     EvidenceFactory(recipe=recipe)
-    RecipeConsensusState.objects.update(state=CONFIRMED, badge="CONFIRMED|0|9|0|")  # drifted
+    RecipeConsensusState.objects.update(state=CONFIRMED, counted_runs=9)  # drifted
     out = io.StringIO()
 
     call_command("refresh_consensus", stdout=out)
@@ -453,3 +452,28 @@ def test_a_counted_ingest_refreshes_in_the_same_queries_whatever_the_runs(
         return len(ctx.captured_queries)
 
     assert refresh_queries(2) == refresh_queries(40)
+
+
+def test_a_stored_badge_lists_its_stale_reasons_in_code_order() -> None:
+    # A JSON object keeps no key order (PostgreSQL's jsonb sorts keys), so the order is the
+    # badge's own: that of the staleness codes.
+    row = RecipeConsensusState(
+        state=SINGLE,
+        counted_runs=3,
+        stale_runs=2,
+        stale_reasons={"withdrawn": 1, "recipe-changed": 2},
+    )
+
+    reasons = consensus.RecipeBadge.stored(row).stale.reasons
+
+    assert reasons == (("recipe-changed", 2), ("withdrawn", 1))
+
+
+def test_a_row_cannot_have_more_stale_runs_than_counted_ones() -> None:
+    recipe = RecipeFactory(checks=CHECKS)
+    row = RecipeConsensusState(
+        recipe=recipe, state=SINGLE, counted_runs=1, stale_runs=2, refreshed_at=timezone.now()
+    )
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        row.save()

@@ -30,7 +30,7 @@ from evidence_app.corroborate import (
 from evidence_app.models import Evidence, SignerClass
 from evidence_app.services import signers
 from evidence_app.services.withdrawal import evidence_withdraw
-from recipes_app.models import Recipe
+from recipes_app.models import Recipe, RecipeConsensusState
 from tests import consensus_reads
 from tests.evidence_factories import EvidenceFactory, SignerFactory
 from tests.factories import CatalogFactory, RecipeFactory
@@ -689,7 +689,9 @@ def test_its_list_badges_carry_demo_and_staleness_like_the_grid() -> None:
     assert badge.includes_demo is True
     assert (badge.stale.counted_runs, badge.stale.stale_runs) == (2, 1)
     assert badge.stale.reasons == (("older-than-30-days", 1),)
-    assert consensus.RecipeBadge.decode(badge.encode()) == badge
+    row = RecipeConsensusState.objects.get(recipe=recipe)
+    assert (row.includes_demo, row.counted_runs, row.stale_runs) == (True, 2, 1)
+    assert row.stale_reasons == {"older-than-30-days": 1}
 
 
 def test_the_source_id_is_the_verified_identity_hash() -> None:

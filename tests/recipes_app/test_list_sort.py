@@ -9,7 +9,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from recipes_app.models import Catalog, Recipe
+from evidence_app.consensus import UNTESTED
+from recipes_app.models import Catalog, Recipe, RecipeConsensusState
 from tests.evidence_factories import EvidenceFactory, SignerFactory
 
 pytestmark = pytest.mark.django_db
@@ -71,6 +72,21 @@ def test_by_state_best_first_then_by_name(client, ranked):
     assert untested == sorted(untested)
     # FAILING sorts after everything validated and before UNTESTED.
     assert names[2] == first.name
+
+
+def test_by_state_a_stored_untested_row_sorts_among_recipes_without_one(client, ranked):
+    # Counted runs that decide nothing store UNTESTED; a recipe without counted runs has no row.
+    recipes = list(Recipe.objects.filter(catalog=ranked[0].catalog).order_by("name"))
+    stored_untested = recipes[len(recipes) // 4]
+    RecipeConsensusState.objects.create(
+        recipe=stored_untested, state=UNTESTED, refreshed_at=datetime.now(UTC)
+    )
+
+    names = row_names(client.get("/recipes/?sort=state").content.decode())
+
+    untested = names[3:]
+    assert stored_untested.name in untested
+    assert untested == sorted(untested)
 
 
 def test_by_last_attested_newest_counted_run_first(client, ranked):
