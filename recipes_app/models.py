@@ -160,6 +160,14 @@ class RecipeConsensusState(models.Model):
         Recipe, on_delete=models.CASCADE, primary_key=True, related_name="consensus"
     )
     state = models.CharField(max_length=16, help_text="The recipe-level consensus state.")
+    # Deprecated, no longer written or read: the previous release's encoded badge, kept through
+    # one release so its processes can still write it while they drain; then dropped.
+    badge = models.CharField(
+        max_length=500,
+        blank=True,
+        default="",
+        help_text="Deprecated, no longer written: the typed columns hold the badge.",
+    )
     includes_demo = models.BooleanField(
         default=False, help_text="The state rests on evidence signed with a demo key."
     )

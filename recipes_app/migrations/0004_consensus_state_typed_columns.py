@@ -104,20 +104,19 @@ class Migration(migrations.Migration):
                 help_text="Stale reason code → how many counted runs it marks.",
             ),
         ),
-        # A default for the old column, so migrating back can re-add it to existing rows
-        # before ``columns_to_badge`` fills it.
+        # The old column stays (a default, no longer written): processes of the previous
+        # release read and write it until they restart. The next release's migration drops it.
         migrations.AlterField(
             model_name="recipeconsensusstate",
             name="badge",
             field=models.CharField(
                 blank=True,
                 default="",
-                help_text="RecipeBadge.encode(): state, demo, staleness counts.",
+                help_text="Deprecated, no longer written: the typed columns hold the badge.",
                 max_length=500,
             ),
         ),
         migrations.RunPython(badge_to_columns, columns_to_badge),
-        migrations.RemoveField(model_name="recipeconsensusstate", name="badge"),
         migrations.AddConstraint(
             model_name="recipeconsensusstate",
             constraint=models.CheckConstraint(

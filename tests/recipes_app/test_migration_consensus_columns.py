@@ -1,4 +1,5 @@
-"""Migration 0004 decodes each stored ``|``-joined badge into typed columns, and back."""
+"""Migration 0004 decodes each stored ``|``-joined badge into typed columns, and back (the old
+column stays, unwritten, for one release)."""
 
 from __future__ import annotations
 
