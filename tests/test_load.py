@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from http.client import HTTPConnection
+from http.client import HTTPResponse
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -373,20 +373,36 @@ def test_postgresql_connections_stay_bounded(site: Site) -> None:
 
 
 def _chunked_post(site: Site, path: str, chunks: list[bytes]) -> tuple[int, bytes]:
+    """POST ``chunks`` with chunked transfer coding, reading the answer while still sending: a
+    server that refuses an over-long body answers and closes before the client is done, and a
+    client that only reads after sending everything meets a broken pipe instead of the answer."""
     parts = urlsplit(site.base_url)
-    conn = HTTPConnection(parts.hostname, parts.port, timeout=REQUEST_TIMEOUT_S)
-    try:
-        conn.request(
-            "POST",
-            path,
-            body=iter(chunks),
-            headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
-            encode_chunked=True,
+    assert parts.hostname is not None
+    assert parts.port is not None
+    sock = socket.create_connection((parts.hostname, parts.port), timeout=REQUEST_TIMEOUT_S)
+
+    def send() -> None:
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\n"
+            "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
         )
-        response = conn.getresponse()
+        try:
+            sock.sendall(head.encode())
+            for chunk in chunks:
+                sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            sock.sendall(b"0\r\n\r\n")
+        except OSError:
+            pass  # the server answered and closed before the end of the body: read its answer
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    try:
+        response = HTTPResponse(sock)
+        response.begin()
         return response.status, response.read()
     finally:
-        conn.close()
+        sender.join(REQUEST_TIMEOUT_S)
+        sock.close()
 
 
 def test_a_chunked_body_is_read_and_capped(site: Site) -> None:

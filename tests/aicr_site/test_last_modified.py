@@ -130,10 +130,17 @@ def test_it_leaves_pages_and_streamed_exports_without_one(
 
 
 def test_invented_query_strings_stay_in_the_processs_bounded_memory(
-    client: Client, world: dict[str, Any]
+    client: Client, world: dict[str, Any], settings: Any
 ) -> None:
     # Every query string is an answer of its own; anyone can invent them. They must cost a
     # culled entry of this process's cache (MAX_ENTRIES 40 here), never a key in the shared cache.
+    settings.CACHES = {
+        **settings.CACHES,
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": "shared-stand-in",
+        },
+    }
     shared = caches["default"]
     shared.clear()
     for n in range(200):
