@@ -32,7 +32,8 @@ def _cache() -> str:
     cache.delete(key)
     if not ok:
         raise RuntimeError("a value written to the cache could not be read back")
-    return settings.CACHES["default"]["BACKEND"].rsplit(".", 1)[-1]
+    backend: str = settings.CACHES["default"]["BACKEND"]
+    return backend.rsplit(".", 1)[-1]
 
 
 def _broker() -> str:
