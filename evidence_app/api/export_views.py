@@ -27,12 +27,16 @@ from evidence_app.api.serializers import ErrorSerializer
 from evidence_app.auth import HasRole
 from evidence_app.exports.ndjson_pg import ndjson_stream_pg
 from evidence_app.exports.package import audit_package_write
-from evidence_app.exports.records import csv_stream, export_records, ndjson_stream
+from evidence_app.exports.records import (
+    csv_stream,
+    export_records,
+    ndjson_stream,
+    url_around_id,
+)
 from evidence_app.models import Evidence, Role
 from evidence_app.services.site_key import SiteKeyUnavailable
 
 TAGS = ["export"]
-_URL_MARK = 987654321987  # an id no row has: its digits are swapped for each row's id
 
 ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 403: ErrorSerializer}
 
@@ -51,9 +55,9 @@ def url_builder(request: Request) -> Callable[[str, int], str]:
 
     def url_of(route: str, pk: int) -> str:
         if route not in templates:
-            url = request.build_absolute_uri(reverse(route, args=[_URL_MARK]))
-            head, _, tail = url.partition(str(_URL_MARK))
-            templates[route] = (head, tail)
+            templates[route] = url_around_id(
+                lambda marker: request.build_absolute_uri(reverse(route, args=[marker]))
+            )
         head, tail = templates[route]
         return f"{head}{pk}{tail}"
 

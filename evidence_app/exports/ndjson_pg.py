@@ -21,7 +21,7 @@ import orjson
 from django.db import connection
 from django.db.models import QuerySet
 
-from evidence_app.exports.records import StaleCodes, _phases
+from evidence_app.exports.records import StaleCodes, _phases, url_around_id
 from evidence_app.models import Evidence, Verdict
 from recipes_app.models import Recipe
 
@@ -113,12 +113,6 @@ COPY (
 """  # noqa: S608 - constants; the selection is the ORM's own SQL, its values bound
 
 
-def _url_parts(url_of: Callable[[str, int], str], route: str) -> tuple[str, str]:
-    marker = 987654321987  # an id no row has
-    head, _, tail = url_of(route, marker).partition(str(marker))
-    return head, tail
-
-
 def _named(sql: str, positional: tuple[Any, ...], params: dict[str, Any]) -> str:
     """``sql`` with its ``%s`` placeholders named (``%%`` left alone), their values put in
     ``params``: the selection's SQL is positional, ours named."""
@@ -167,8 +161,8 @@ def ndjson_stream_pg(
     stale = StaleCodes()
     stale.load_recipes(Recipe.objects.order_by().values_list("name", flat=True).distinct())
     selected, selected_params = queryset.order_by().values("pk").query.sql_with_params()
-    url_head, url_tail = _url_parts(url_of, "api:evidence-detail")
-    bundle_head, bundle_tail = _url_parts(url_of, "api:evidence-bundle")
+    url_head, url_tail = url_around_id(lambda pk: url_of("api:evidence-detail", pk))
+    bundle_head, bundle_tail = url_around_id(lambda pk: url_of("api:evidence-bundle", pk))
     params: dict[str, Any] = {
         "verified": Verdict.VERIFIED.value,
         "old_before": stale.old_before,
