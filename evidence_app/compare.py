@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from evidence_app.consensus.outcomes import CheckOutcome, Metric, check_outcomes
-from evidence_app.consensus.rules import is_counted, signer_group
+from evidence_app.consensus.rules import evidence_standing, is_counted, signer_group
 from evidence_app.coverage.identity import IDENTITIES
 from evidence_app.coverage.service import evidence_identities
 from evidence_app.models import Evidence, Verdict
@@ -51,14 +51,12 @@ class Side:
     @property
     def status(self) -> str:
         """The record's standing in words (what a person must know before trusting a row)."""
-        e = self.evidence
-        if e.withdrawn_at is not None:
-            return "withdrawn"
-        if e.verdict != Verdict.VERIFIED:
-            return e.get_verdict_display().lower()
-        if e.is_simulated:
-            return "simulated, not counted"
-        return "counted" if self.counted else "reported, not counted"
+        standing = evidence_standing(self.evidence)
+        if standing != "withdrawn" and self.evidence.verdict != Verdict.VERIFIED:
+            return self.evidence.get_verdict_display().lower()
+        return {"simulated": "simulated, not counted", "reported": "reported, not counted"}.get(
+            standing, standing
+        )
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,13 @@ from evidence_app.consensus.outcomes import (
     check_outcomes,
     phase_summaries,
 )
-from evidence_app.consensus.rules import GRID_PHASES, declared_checks, is_counted, row_order
+from evidence_app.consensus.rules import (
+    GRID_PHASES,
+    declared_checks,
+    evidence_standing,
+    is_counted,
+    row_order,
+)
 from evidence_app.corroborate import FAIL, PASS
 from evidence_app.evidence_page import ThresholdCheck, threshold_bound, threshold_checks
 from evidence_app.models import (
@@ -109,11 +115,7 @@ class HistoryColumn:
 
     @property
     def group(self) -> str:
-        if self.evidence.withdrawn_at is not None:
-            return "withdrawn"
-        if self.evidence.is_simulated:
-            return "simulated"
-        return "counted" if self.counted else "reported"
+        return evidence_standing(self.evidence)
 
 
 @dataclass(frozen=True)

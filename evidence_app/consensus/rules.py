@@ -94,6 +94,16 @@ def signer_group(signer: Signer) -> str:
     return "counted" if signer.counted else "reported"
 
 
+def evidence_standing(evidence: Evidence) -> str:
+    """Where a verified record stands for consensus: ``withdrawn``, ``simulated`` (never
+    counted), else its signer's group, ``counted`` or ``reported`` — ``is_counted`` in words."""
+    if evidence.withdrawn_at is not None:
+        return "withdrawn"
+    if evidence.is_simulated:
+        return "simulated"
+    return signer_group(evidence.signer)
+
+
 def is_counted(evidence: Evidence) -> bool:
     """Whether consensus counts this evidence row: exactly ``EvidenceQuerySet.counted()``
     (verified, not withdrawn, a counted signer, not simulated) for one loaded row. Demo
