@@ -312,7 +312,7 @@ def test_200_concurrent_gets_are_all_answered(site: Site) -> None:
         f"/api/v1/evidence/{evidence_id}/",
         "/api/v1/signers/",
         "/v1/recipe?service=eks&accelerator=h100&intent=training",
-        "/static/css/site.css",
+        "/static/css/base.css",
     ]
     urls = [site.base_url + paths[i % len(paths)] for i in range(CONCURRENT_GETS)]
 
