@@ -142,7 +142,7 @@ STORAGES = {
         "BACKEND": (
             "django.contrib.staticfiles.storage.StaticFilesStorage"
             if DEBUG
-            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            else "aicr_site.static_storage.MinifiedCompressedManifestStorage"
         )
     },
 }
