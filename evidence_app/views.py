@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_safe
 from django.views.decorators.vary import vary_on_headers
-from django_htmx.http import HttpResponseClientRedirect, push_url
+from django_htmx.http import push_url
 
 from aicr_site.lib.htmx import HtmxHttpRequest, wants_partial
 from evidence_app import (
@@ -70,16 +70,10 @@ def evidence_list(request: HtmxHttpRequest) -> HttpResponse:
 
 
 @require_safe
-@vary_on_headers("HX-Request", "HX-Target", "HX-History-Restore-Request")
 def evidence_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     evidence = _evidence_or_404(pk)
     # Offered only while it is not withdrawn yet (``permissions`` says who may, not when).
     allowed = evidence.withdrawn_at is None and permissions.can_withdraw(request.user, evidence)
-    if wants_partial(request, target="withdrawal"):
-        if not allowed:
-            return _refuse(request, "Only a maintainer or its uploader can withdraw evidence.")
-        context = {"evidence": evidence, "form": WithdrawForm(), "can_withdraw": True}
-        return render(request, "evidence_app/detail.html#withdrawal", context)
     page = evidence_page.evidence_page(evidence=evidence)
     context = {
         "page": page,
@@ -136,7 +130,6 @@ def evidence_compare(request: HtmxHttpRequest) -> HttpResponse:
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
-@vary_on_headers("HX-Request", "HX-Target")
 def evidence_withdraw(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     evidence = _evidence_or_404(pk)
     if evidence.withdrawn_at is not None and request.user.is_authenticated:
@@ -157,15 +150,11 @@ def evidence_withdraw(request: HtmxHttpRequest, pk: int) -> HttpResponse:
                 return _refuse(request, exc.message)
             form.add_error("reason", exc.message)
         else:
-            url = reverse("evidence:detail", args=[evidence.pk])
-            # The whole page changes (labels, staleness): htmx reloads it, not a part.
-            return HttpResponseClientRedirect(url) if request.htmx else HttpResponseRedirect(url)
+            # The whole page changes (labels, staleness): post/redirect/get to it.
+            return HttpResponseRedirect(reverse("evidence:detail", args=[evidence.pk]))
     status = 400 if form.is_bound else 200
     context = {"evidence": evidence, "form": form, "can_withdraw": True}
-    template = "evidence_app/withdraw.html"
-    if request.htmx:
-        template = "evidence_app/detail.html#withdrawal"
-    return render(request, template, context, status=status)
+    return render(request, "evidence_app/withdraw.html", context, status=status)
 
 
 def _csrf_refusal(request: HtmxHttpRequest) -> HttpResponse | None:

@@ -22,7 +22,7 @@ from recipes_app.filters import MAX_QUERY_LENGTH, RecipeFilter
 from recipes_app.models import ANY, DIMENSIONS, PHASES, Catalog, Recipe
 from recipes_app.resolver.checks import DeclaredCheck
 
-PAGE_SIZE = 50
+PAGE_SIZE = 20
 FILTER_FIELDS: tuple[str, ...] = ("q", *DIMENSIONS, "catalog", "consensus", "sort")
 # ``?sort=`` values, the default first (left out of a shareable URL).
 SORTS: dict[str, str] = {
@@ -117,6 +117,13 @@ class RecipeListing:
     def sort_options(self) -> list[tuple[str, str, bool]]:
         """``(value, label, selected)`` for the sort control."""
         return [(value, label, value == self.sort) for value, label in SORTS.items()]
+
+    @property
+    def detail_query(self) -> str:
+        """What a row's link to its recipe page adds: an earlier version names its catalog."""
+        if self.is_current_catalog or self.catalog is None:
+            return ""
+        return f"?catalog={self.catalog.pk}"
 
     @property
     def cleared_qs(self) -> str:

@@ -10,4 +10,5 @@ urlpatterns = [
     path("", views.recipe_list, name="list"),
     path("<str:name>/", views.recipe_detail, name="detail"),
     path("<str:name>/history/", history_views.recipe_history, name="history"),
+    path("<str:name>/recipe.yaml", views.recipe_yaml, name="yaml"),
 ]

@@ -1,15 +1,16 @@
-"""The recipe pages: a filterable list and one recipe's detail, both htmx-aware.
+"""The recipe pages: a filterable list (htmx-aware) and one recipe's detail.
 
-Each page is one template with named partials; an htmx request gets only the partial it
-swaps (``list.html#results``, ``detail.html#diff``, ``detail.html#consensus``), a
-history-restore request the full page. Recipes and their evidence are public, so there is no
-per-object permission to check. The consensus (grid, badges, filter) is read from
-``evidence_app.consensus``.
+The list is one template with a named partial: an htmx request gets only what it swaps
+(``list.html#results``), a history-restore request the full page. The recipe page has no
+in-place update (its pickers are plain GET forms; htmx's 52 KB would put it over the page
+budget): it loads its YAML from ``recipe_yaml`` when that section is opened. Recipes and
+their evidence are public, so there is no per-object permission to check. The consensus (grid,
+badges, filter) is read from ``evidence_app.consensus``.
 """
 
 from __future__ import annotations
 
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
@@ -59,7 +60,6 @@ def _consensus_choices(listing: selectors.RecipeListing) -> dict[str, object]:
 
 
 @require_safe
-@vary_on_headers("HX-Request", "HX-Target", "HX-History-Restore-Request")
 def recipe_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     page = selectors.recipe_page(
         name=name, catalog_id=request.GET.get("catalog"), against=request.GET.get("against")
@@ -72,17 +72,9 @@ def recipe_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
         return render(request, "recipes_app/not_found.html", context, status=404)
     status = 400 if page.diff.is_error else 200
     context = {"page": page, "recipe": page.recipe}
-    if wants_partial(request, target="yaml-body"):
-        context["yaml_loaded"] = True
-        return render(request, "recipes_app/detail.html#yaml", context)
-    if wants_partial(request, target="diff"):
-        return render(request, "recipes_app/detail.html#diff", context, status=status)
     context["grid"] = consensus.consensus_grid(
         recipe=page.recipe, lens=request.GET.get("lens"), signers=request.GET.get("signers")
     )
-    if wants_partial(request, target="consensus"):
-        response = render(request, "recipes_app/detail.html#consensus", context)
-        return push_url(response, request.get_full_path())
     context["ledger"] = qualification_ledger(page.recipe)
     if page.is_current_catalog:
         badge_url = request.build_absolute_uri(reverse("badge", args=[name]))
@@ -90,6 +82,21 @@ def recipe_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
         context["badge_url"] = badge_url
         context["badge_markdown"] = f"[![AICR consensus: {name}]({badge_url})]({page_url})"
     return render(request, "recipes_app/detail.html", context, status=status)
+
+
+@require_safe
+def recipe_yaml(request: HttpRequest, name: str) -> HttpResponse:
+    """The recipe as ``aicr recipe`` prints it (deterministic YAML), as plain text: the recipe
+    page's "Resolved recipe" section loads it when opened, and it can be fetched on its own.
+    ``?catalog=`` picks an earlier catalog version, as on the recipe page."""
+    recipe = selectors.recipe_get(name=name, catalog_id=request.GET.get("catalog"))
+    if recipe is None:
+        return HttpResponse(
+            f"No recipe named {name!r} in that catalog version.\n",
+            status=404,
+            content_type="text/plain; charset=utf-8",
+        )
+    return HttpResponse(recipe.deterministic_yaml, content_type="text/plain; charset=utf-8")
 
 
 @require_safe

@@ -59,14 +59,14 @@ from evidence_app.selectors import HEAVY_FIELDS
 from evidence_app.services.staleness import StaleReason, staleness_bulk
 from recipes_app.models import Recipe
 
-RECENT_EVIDENCE = 10  # then a link to all of them (the page's byte budget)
+RECENT_EVIDENCE = 5  # then a link to all of them (the page's byte budget)
 WITHDRAWN_SHOWN = 20  # the recipe page lists this many withdrawn runs, then a count
 # The grid shows at most this many counted signer columns (newest runs first) and this many
 # reported and simulated ones each, unless asked for all (``signers="all"``); states are
 # always computed over every column. Few by default: each column is a cell in every row, and
 # the recipe page stays within its byte budget at 10,000 records (docs/benchmarks.md).
-COUNTED_COLUMNS_SHOWN = 12
-OTHER_COLUMNS_SHOWN = 4
+COUNTED_COLUMNS_SHOWN = 10
+OTHER_COLUMNS_SHOWN = 3
 # What the grid reads of each selected run (the predicate only as its ``phases`` object).
 GRID_FIELDS = (*RUN_FIELDS, "k8s_version")
 

@@ -24,6 +24,7 @@ ROUTES = {
     "evidence-feed": "/feeds/evidence.atom",
     "recipes:detail": "/recipes/h100-eks-ubuntu-training-kubeflow/",
     "recipes:history": "/recipes/h100-eks-ubuntu-training-kubeflow/history/",
+    "recipes:yaml": "/recipes/h100-eks-ubuntu-training-kubeflow/recipe.yaml",
     "evidence:list": "/evidence/",
     "evidence:new": "/evidence/new/",
     "evidence:compare": "/evidence/compare/",

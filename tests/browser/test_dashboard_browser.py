@@ -294,12 +294,18 @@ def test_the_badge_renders_its_markdown_copies_and_the_feed_parses(page, catalog
 
 def test_the_yaml_loads_when_opened_and_copies_exactly(page, catalog, console):
     recipe = Recipe.objects.get(catalog=catalog, name=KUBEFLOW)
+    yaml_requests: list[str] = []
+    page.on("request", lambda r: yaml_requests.append(r.url) if "recipe.yaml" in r.url else None)
     page.goto(f"/recipes/{KUBEFLOW}/")
-    expect(page.locator("#recipe-yaml")).to_have_count(0)
+    copy = page.locator('[data-copy="#recipe-yaml"]')  # inside the closed <details>
+    expect(copy).to_be_disabled()
+    assert yaml_requests == []  # not loaded with the page: most of its weight, few read it
 
     page.locator("details.yaml summary").click()
-    expect(page.locator("#recipe-yaml")).to_have_count(1)
-    page.get_by_role("button", name="Copy the recipe YAML").click()
+    expect(copy).to_be_enabled()
+    assert len(yaml_requests) == 1
+    assert page.locator("#recipe-yaml").text_content() == recipe.deterministic_yaml
+    copy.click()
     copied = page.evaluate("navigator.clipboard.readText()")
     # The copy button copies the trimmed text (a YAML document without its final newline).
     assert copied == recipe.deterministic_yaml.strip()

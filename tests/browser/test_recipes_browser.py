@@ -124,14 +124,13 @@ def test_it_copies_the_aicr_command(page, catalog):
     assert page.evaluate("navigator.clipboard.readText()") == command
 
 
-def test_it_switches_the_diff_in_place(page, catalog, real_tree_files, tmp_path):
+def test_it_switches_the_diff_and_back(page, catalog, real_tree_files, tmp_path):
     path = f"overlays/{KUBEFLOW}.yaml"
     files = {**real_tree_files, path: real_tree_files[path].replace(">= 1.32.4", ">= 1.33.0")}
     empty = CatalogFactory(source="an older, empty version")
     Catalog.objects.filter(pk=empty.pk).update(imported_at=catalog.imported_at.replace(year=2000))
     catalog_import(files=files, source="modified copy", aicr_version="dev")
     page.goto(f"/recipes/{KUBEFLOW}/")
-    page.evaluate("window.__notReloaded = true")
 
     diff = page.locator("#diff")
     expect(diff).to_contain_text(f"Against catalog #{catalog.pk}")
@@ -141,10 +140,11 @@ def test_it_switches_the_diff_in_place(page, catalog, real_tree_files, tmp_path)
     page.screenshot(path=tmp_path / "detail-diff.png")
 
     page.select_option("#against", str(empty.pk))
+    page.locator(".diff-picker").get_by_role("button", name="Compare").click()
 
-    expect(page).to_have_url(re.compile(rf"against={empty.pk}$"))
+    expect(page).to_have_url(re.compile(rf"against={empty.pk}#diff$"))
     expect(diff).to_contain_text("it is not in that version")
-    assert page.evaluate("window.__notReloaded") is True
+    assert page.evaluate("window.scrollY") > 0  # it opens at the diff, not the page's top
 
     page.go_back()
 

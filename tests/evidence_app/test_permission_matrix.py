@@ -92,6 +92,7 @@ MATRIX: list[tuple[str, str, str, dict[str, Any] | None, tuple[int, ...]]] = [
     ("evidence:upload", "get", "/evidence/uploads/{upload}/", None, (302, 302, 302, 302)),
     # Pages that are public like the API rows above.
     ("recipes:history", "get", "/recipes/{recipe}/history/", None, ALL_200),
+    ("recipes:yaml", "get", "/recipes/{recipe}/recipe.yaml", None, ALL_200),
     (
         "recipes:history",
         "get",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from datetime import timedelta
-from html import unescape
 
 import pytest
 from django.db import connection
@@ -363,18 +362,33 @@ def test_it_loads_the_deterministic_yaml_when_opened(client, real_catalog):
     html = response.content.decode()
 
     assert '<details class="yaml">' in html
-    assert 'hx-trigger="toggle from:closest details once"' in html
+    yaml_url = f"/recipes/{KUBEFLOW}/recipe.yaml"
+    assert f'data-yaml-src="{yaml_url}"' in html  # recipe.js fetches it when opened
+    assert f'<a href="{yaml_url}">recipe.yaml</a>' in html  # and without JavaScript, a link
+    assert 'data-copy="#recipe-yaml"' in html
     assert recipe.deterministic_yaml not in html  # not inline: most of the page's weight
     assert len(response.content) < 100_000
-    partial = client.get(
-        detail_url(KUBEFLOW), headers={"HX-Request": "true", "HX-Target": "yaml-body"}
-    )
-    body = partial.content.decode()
-    assert partial.status_code == 200
-    assert body.lstrip().startswith('<div id="yaml-body"')
-    code = body[body.index('<code id="recipe-yaml">') + len('<code id="recipe-yaml">') :]
-    assert unescape(code[: code.index("</code>")]) == recipe.deterministic_yaml
-    assert 'data-copy="#recipe-yaml"' in body
+    served = client.get(yaml_url)
+    assert served.status_code == 200
+    assert served["Content-Type"] == "text/plain; charset=utf-8"
+    assert served.content.decode() == recipe.deterministic_yaml
+
+
+def test_its_yaml_names_an_earlier_catalog_version_and_refuses_unknown_ones(client):
+    older = make_older(CatalogFactory())
+    RecipeFactory(catalog=older, name="r", deterministic_yaml="a: 1\n")
+    RecipeFactory(catalog=CatalogFactory(), name="r", deterministic_yaml="a: 2\n")
+
+    page = client.get(detail_url("r"), {"catalog": older.pk}).content.decode()
+
+    assert f'data-yaml-src="/recipes/r/recipe.yaml?catalog={older.pk}"' in page
+    assert client.get("/recipes/r/recipe.yaml", {"catalog": older.pk}).content == b"a: 1\n"
+    assert client.get("/recipes/r/recipe.yaml").content == b"a: 2\n"
+    for missing in ("/recipes/nope/recipe.yaml", "/recipes/r/recipe.yaml?catalog=99999"):
+        refused = client.get(missing)
+        assert refused.status_code == 404
+        assert refused["Content-Type"] == "text/plain; charset=utf-8"
+        assert b"No recipe named" in refused.content
 
 
 def test_it_links_profile_variants_of_the_same_leaf(client, real_catalog):
@@ -506,18 +520,15 @@ def test_it_rejects_an_unknown_catalog_to_diff_against(client):
     assert recipe.digest in html  # the rest of the page still renders
 
 
-def test_it_answers_htmx_with_the_diff_partial(client):
+def test_its_diff_picker_is_a_plain_form_that_lands_on_the_diff(client):
     older = make_older(CatalogFactory())
     RecipeFactory(catalog=older, name="r", deterministic_yaml="a: 1\n")
     RecipeFactory(catalog=CatalogFactory(), name="r", deterministic_yaml="a: 2\n")
 
-    response = client.get(
-        detail_url("r"), {"against": older.pk}, headers={"HX-Request": "true", "HX-Target": "diff"}
-    )
+    html = client.get(detail_url("r"), {"against": older.pk}).content.decode()
 
-    html = response.content.decode()
-    assert html.lstrip().startswith('<section id="diff"')
-    assert "<html" not in html
+    assert '<form class="diff-picker" method="get" action="/recipes/r/#diff">' in html
+    assert "hx-" not in html.split('<section id="diff"')[1].split("</section>")[0]
     assert "+a: 2" in html
 
 
