@@ -163,11 +163,21 @@ def main() -> None:
             "/feeds/evidence.atom": "Atom feed",
             f"/badges/{recipe}.svg": "badge",
         }
+        from django.db.models import Count
+
         from evidence_app.services.tokens import user_with_role
 
         maintainer = Client()
         maintainer.force_login(user_with_role(username="bench-maintainer", role="maintainer"))
         pages[f"/evidence/{newest.pk}/#maintainer"] = "an evidence page, for a maintainer"
+        busiest = (
+            Evidence.objects.values("signer__slug").annotate(n=Count("pk")).order_by("-n").first()
+        )
+        pages["/evidence/"] = "evidence list"
+        pages[f"/signers/{busiest['signer__slug']}/"] = f"a signer ({busiest['n']} records)"
+        pages["/runs/"] = "validation runs"
+        pages["/check/"] = "check a cluster"
+        pages["/evidence/new/#maintainer"] = "upload, for a maintainer"
         print(f"  {'page':<46} {'server time':>26}  {'HTML':>8} {'+CSS+JS':>9}  budget")
         for key, label in pages.items():
             url, _, who = key.partition("#")
