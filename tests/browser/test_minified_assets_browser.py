@@ -1,0 +1,82 @@
+"""Production serves this site's CSS and JavaScript minified (aicr_site/static_storage.py), while
+the live server of the other browser tests serves the sources. Here the same pages load the
+minified bytes instead (each request for one of this site's own files is answered with what
+``collectstatic`` writes) and must look the same, pixel for pixel, and behave the same."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from django.conf import settings
+from playwright.sync_api import expect
+
+from aicr_site.static_storage import minified
+from recipes_app.models import Recipe
+from tests.browser.test_dashboard_browser import KUBEFLOW, confirm, errors
+
+pytestmark = pytest.mark.browser
+
+SOURCE = Path(settings.BASE_DIR) / "static"
+TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
+
+
+def serve_minified(page) -> list[str]:  # type: ignore[no-untyped-def]
+    """Answer this site's own static CSS and JavaScript with their minified bytes."""
+    served: list[str] = []
+
+    def handle(route) -> None:  # type: ignore[no-untyped-def]
+        name = urlsplit(route.request.url).path.removeprefix("/static/")
+        small = minified(name, (SOURCE / name).read_text()) if (SOURCE / name).is_file() else None
+        if small is None:
+            route.continue_()
+            return
+        served.append(name)
+        route.fulfill(status=200, body=small, content_type=TYPES[Path(name).suffix])
+
+    page.route("**/static/**", handle)
+    return served
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_pages_look_the_same_on_the_minified_assets(open_page, catalog, width):
+    confirm(catalog, KUBEFLOW)
+    urls = ["/", "/recipes/", f"/recipes/{KUBEFLOW}/", f"/recipes/{KUBEFLOW}/history/"]
+    options = {"viewport": {"width": width, "height": 900}, "reduced_motion": "reduce"}
+    sources, small = open_page(**options), open_page(**options)
+    served = serve_minified(small)
+    for url in urls:
+        sources.goto(url)
+        small.goto(url)
+        for view in (sources, small):
+            view.wait_for_load_state("networkidle")
+        shot = {"full_page": True, "animations": "disabled", "caret": "hide"}
+        assert sources.screenshot(**shot) == small.screenshot(**shot), url
+    assert {"css/base.css", "css/recipe.css", "js/site.js", "js/recipe.js"} <= set(served)
+
+
+def test_the_minified_scripts_load_the_yaml_copy_it_and_fold_the_filters(
+    open_page, catalog, console
+):
+    recipe = Recipe.objects.get(catalog=catalog, name=KUBEFLOW)
+    page = open_page(
+        viewport={"width": 390, "height": 844}, permissions=["clipboard-read", "clipboard-write"]
+    )
+    served = serve_minified(page)
+
+    page.goto(f"/recipes/{KUBEFLOW}/")
+    page.locator("details.yaml summary").click()
+    copy = page.get_by_role("button", name="Copy the recipe YAML")
+    expect(copy).to_be_enabled()
+    copy.click()
+    assert page.evaluate("navigator.clipboard.readText()") == recipe.deterministic_yaml.strip()
+
+    page.goto("/recipes/")
+    facets = page.locator("#facets")
+    expect(facets).to_be_hidden()
+    page.get_by_role("button", name="Filters").click()
+    expect(facets).to_be_visible()
+
+    assert {"js/site.js", "js/recipe.js"} <= set(served)
+    assert errors(console) == []
