@@ -10,6 +10,7 @@ assets (admin, DRF, the API docs) are served as they come.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import rcssmin
@@ -20,29 +21,48 @@ from whitenoise.storage import CompressedManifestStaticFilesStorage
 OWN_ASSET_FOLDERS = ("css/", "js/")
 
 
+def is_minifiable(name: str) -> bool:
+    """One of this site's own stylesheets or scripts (not a vendored ``*.min.js``)."""
+    return (
+        name.startswith(OWN_ASSET_FOLDERS)
+        and name.endswith((".css", ".js"))
+        and not name.endswith(".min.js")
+    )
+
+
 def minified(name: str, text: str) -> str | None:
     """``text`` minified when ``name`` is one of this site's own stylesheets or scripts."""
-    if not name.startswith(OWN_ASSET_FOLDERS) or name.endswith(".min.js"):
+    if not is_minifiable(name):
         return None
     if name.endswith(".css"):
         return str(rcssmin.cssmin(text))
-    if name.endswith(".js"):
-        return str(rjsmin.jsmin(text))
-    return None
+    return str(rjsmin.jsmin(text))
+
+
+def _minified_bytes(name: str | None, content: Any) -> bytes | None:
+    if content is None or name is None or not is_minifiable(name):
+        return None
+    content.seek(0)  # hashing or copying may have read it to the end
+    raw = content.read()
+    content.seek(0)
+    text = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+    return str(minified(name, text)).encode("utf-8")
 
 
 class MinifiedCompressedManifestStorage(CompressedManifestStaticFilesStorage):
-    """Minifies on the way in, so the manifest's hashes and whitenoise's compressed copies are
-    of the bytes actually served (``collectstatic`` copies each file through ``_save``, and the
-    hashed copies it makes next go through it again: minifying twice changes nothing)."""
+    """Minifies on the way in, and names each file by the hash of its minified bytes, so a
+    hashed URL (served as immutable for a year) changes whenever the served bytes do — a new
+    minifier included. ``collectstatic`` copies each file through ``_save`` and the hashed
+    copies it makes next go through it again: minifying twice changes nothing."""
+
+    def file_hash(self, name: str | None, content: Any = None) -> str | None:
+        small = _minified_bytes(name, content)
+        if small is None:
+            return super().file_hash(name, content)  # type: ignore[no-any-return]
+        return hashlib.md5(small, usedforsecurity=False).hexdigest()[:12]
 
     def _save(self, name: str, content: Any) -> str:
-        if name.startswith(OWN_ASSET_FOLDERS):
-            content.seek(0)  # hashing the file may have read it to the end
-            raw = content.read()
-            text = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
-            small = minified(name, text)
-            content.seek(0)
-            if small is not None:
-                content = ContentFile(small.encode("utf-8"))
+        small = _minified_bytes(name, content)
+        if small is not None:
+            content = ContentFile(small)
         return str(super()._save(name, content))

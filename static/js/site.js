@@ -6,7 +6,7 @@
  *   the result in the nearest .copy-status (or on the button itself).
  * - On a phone the recipe filters fold behind one button ([data-toggle-filters]).
  *
- * What one page alone needs is in that page's own script (upload.js, grid.js), so every page
+ * What one page alone needs is in that page's own script (upload.js, recipe.js), so every page
  * does not pay for it (the 100 KB budget, docs/benchmarks.md).
  */
 (function () {

@@ -113,3 +113,45 @@ def test_every_sheet_is_loaded_by_some_page() -> None:
     )
     loaded = set(re.findall(r"\{% static 'css/([\w.-]+\.css)' %\}", templates))
     assert loaded == {p.name for p in CSS_DIR.glob("*.css")}
+
+
+TEMPLATES = Path(settings.BASE_DIR) / "templates"
+TEMPLATE_TAG = re.compile(r"{[{%].*?[}%]}", re.S)
+
+
+def test_every_branch_of_a_page_template_is_styled_by_the_sheets_it_loads() -> None:
+    """The rendered pages above show only the states their data reaches; this reads each page
+    template and the partials it includes, every ``{% if %}`` branch included (demo, withdrawn
+    and stale evidence, errors, empty states, an earlier catalog, a run's log)."""
+    texts = {str(p.relative_to(TEMPLATES)): p.read_text() for p in TEMPLATES.rglob("*.html")}
+
+    def with_includes(name: str, seen: frozenset[str] = frozenset()) -> str:
+        text = texts[name]
+        parts = [text]
+        for other in re.findall(r'{% include "([^"]+)"', text):
+            if other in texts and other not in seen:
+                parts.append(with_includes(other, seen | {name}))
+        return "\n".join(parts)
+
+    all_sheets = sorted(p.name for p in CSS_DIR.glob("*.css"))
+    problems = {}
+    for name, text in texts.items():
+        if '{% extends "base.html" %}' not in text:
+            continue
+        source = with_includes(name)
+        sheets = ["base.css", *re.findall(r"\{% static 'css/([\w.-]+\.css)' %\}", text)]
+        classes = {
+            token
+            for value in CLASS_ATTRIBUTE.findall(" " + source)
+            for token in TEMPLATE_TAG.sub(" ", value).split()
+            if re.fullmatch(r"[A-Za-z][\w-]*", token)
+        }
+        missing = {
+            cls: [sheet for sheet in all_sheets if cls in styled_by(sheet)]
+            for cls in sorted(classes)
+            if not any(cls in styled_by(sheet) for sheet in sheets)
+            and any(cls in styled_by(sheet) for sheet in all_sheets)
+        }
+        if missing:
+            problems[name] = missing
+    assert problems == {}

@@ -223,7 +223,7 @@ def test_the_signer_header_and_check_column_stay_in_view(page, catalog, console)
 
     rows.nth(rows.count() // 2).scroll_into_view_if_needed()
     page.mouse.wheel(0, 200)
-    page.wait_for_timeout(100)  # one animation frame for site.js
+    page.wait_for_timeout(100)  # one animation frame for recipe.js
     table_top = page.locator(".consensus-grid").bounding_box()
     head = header.bounding_box()
     assert table_top is not None
@@ -237,7 +237,7 @@ def test_the_signer_header_and_check_column_stay_in_view(page, catalog, console)
     assert "signer-col" in hit  # on top of the rows, not under them
 
     box = page.locator(".grid-scroll")
-    assert box.evaluate("e => e.scrollWidth > e.clientWidth")  # 12 signer columns scroll
+    assert box.evaluate("e => e.scrollWidth > e.clientWidth")  # the shown signer columns scroll
     check = page.locator("#consensus tbody th.consensus-grid__check").nth(rows.count() // 2)
     before = check.bounding_box()
     box.evaluate("e => { e.scrollLeft = 600; }")

@@ -144,6 +144,7 @@ def sign_in(page, django_user_model, *, role: str, next_url: str):  # type: igno
     page.fill("#id_password", PASSWORD)
     page.click("button[type=submit]")
     expect(page).to_have_url(re.compile(re.escape(next_url) + "$"))
+    page.wait_for_load_state("load")  # the URL changes before the page's deferred scripts run
     return user
 
 

@@ -92,7 +92,7 @@ def test_it_shows_the_form_to_contributors_and_maintainers(
     assert re.search(r'<input type="file" name="bundle"[^>]*id="id_bundle"', page)
     assert 'name="artifact"' in page
     assert 'name="oci_ref"' in page
-    assert "data-dropzone" in page  # enhanced by static/js/site.js; a plain input without it
+    assert "data-dropzone" in page  # enhanced by static/js/upload.js; a plain input without it
 
 
 def test_superusers_may_upload_but_staff_alone_may_not(

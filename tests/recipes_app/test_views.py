@@ -532,6 +532,22 @@ def test_its_diff_picker_is_a_plain_form_that_lands_on_the_diff(client):
     assert "+a: 2" in html
 
 
+def test_its_pickers_keep_each_others_choices(client):
+    """Plain GET forms reload the page: each carries what the other sections show."""
+    older = make_older(CatalogFactory())
+    RecipeFactory(catalog=older, name="r", deterministic_yaml="a: 1\n")
+    RecipeFactory(catalog=CatalogFactory(), name="r", deterministic_yaml="a: 2\n")
+
+    html = client.get(detail_url("r"), {"against": older.pk, "signers": "all"}).content.decode()
+
+    lens_form = html.split('<form class="lens-picker"')[1].split("</form>")[0]
+    diff_form = html.split('<form class="diff-picker"')[1].split("</form>")[0]
+    assert f'<input type="hidden" name="against" value="{older.pk}">' in lens_form
+    assert '<input type="hidden" name="signers" value="all">' in lens_form
+    assert '<input type="hidden" name="signers" value="all">' in diff_form
+    assert 'name="against"' not in diff_form.replace('<select id="against" name="against">', "")
+
+
 def test_it_diffs_a_real_recipe_across_two_imported_catalog_versions(
     client, real_catalog, real_tree_files
 ):
