@@ -40,13 +40,14 @@ def minified(name: str, text: str) -> str | None:
 
 
 def _minified_bytes(name: str | None, content: Any) -> bytes | None:
+    """The minified bytes of ``content`` when ``name`` is one of this site's own files."""
     if content is None or name is None or not is_minifiable(name):
         return None
     content.seek(0)  # hashing or copying may have read it to the end
     raw = content.read()
     content.seek(0)
-    text = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
-    return str(minified(name, text)).encode("utf-8")
+    small = minified(name, raw.decode("utf-8") if isinstance(raw, bytes) else str(raw))
+    return None if small is None else small.encode("utf-8")
 
 
 class MinifiedCompressedManifestStorage(CompressedManifestStaticFilesStorage):

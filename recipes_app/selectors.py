@@ -15,6 +15,7 @@ from urllib.parse import quote
 from django.core.paginator import Page, Paginator
 from django.db.models import Case, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.http import QueryDict
+from django.urls import reverse
 
 from evidence_app.consensus import STATES, UNTESTED
 from evidence_app.models import Evidence
@@ -324,10 +325,20 @@ def aicr_recipe_command(recipe: Recipe) -> str:
     return " ".join(parts)
 
 
+def _pinned(url: str, recipe: Recipe, pin_catalog: bool) -> str:
+    """``url``, naming the recipe's catalog version when asked (an earlier version's copy)."""
+    return f"{url}?catalog={recipe.catalog_id}" if pin_catalog else url
+
+
 def resolved_yaml_url(recipe: Recipe, *, pin_catalog: bool = False) -> str:
     """Where the API serves the canonical YAML whose sha256 is the recipe digest."""
     url = f"/api/v1/recipes/{quote(recipe.name, safe='')}/resolved.yaml"
-    return f"{url}?catalog={recipe.catalog_id}" if pin_catalog else url
+    return _pinned(url, recipe, pin_catalog)
+
+
+def recipe_yaml_url(recipe: Recipe, *, pin_catalog: bool = False) -> str:
+    """Where the site serves the recipe as ``aicr recipe`` prints it (``views.recipe_yaml``)."""
+    return _pinned(reverse("recipes:yaml", args=[recipe.name]), recipe, pin_catalog)
 
 
 @dataclass(frozen=True)
@@ -347,6 +358,7 @@ class RecipePage:
     phases: list[PhaseChecks]
     command: str
     resolved_yaml_url: str
+    yaml_url: str
     yaml_line_count: int
     diff: RecipeDiff
     against_options: list[AgainstOption]
@@ -375,6 +387,7 @@ def recipe_page(*, name: str, catalog_id: str | None, against: str | None) -> Re
         phases=checks_by_phase(recipe),
         command=aicr_recipe_command(recipe),
         resolved_yaml_url=resolved_yaml_url(recipe, pin_catalog=not is_current),
+        yaml_url=recipe_yaml_url(recipe, pin_catalog=not is_current),
         yaml_line_count=recipe.deterministic_yaml.count("\n"),
         diff=diff,
         against_options=[
