@@ -21,7 +21,8 @@ Public API (everything else in this package is internal):
 - ``declared_checks(doc) -> dict[phase, list[{name, thresholds}]]``: checks and thresholds.
 - ``marshal_deterministic(doc) -> str`` (``serializer.MarshalYAMLDeterministic``),
   ``marshal_canonical(doc) -> str``, ``parity_digest(doc)`` and ``recipe_digest(doc)``
-  (``aicr evidence digest``), re-exported from ``yamlv3``.
+  (``aicr evidence digest``), ``recipe_digest_v3(doc)`` (the ``recipe-evidence/v3`` digest:
+  ``metadata.version`` left out), re-exported from ``yamlv3``.
 - ``criteria_from_snapshot(fingerprint, stated) -> DerivedCriteria`` and
   ``resolve(..., evaluator=...)``: snapshot mode (``aicr recipe --snapshot``, step 11;
   ``MeasurementMissing`` from the evaluator excludes the overlay).
@@ -50,7 +51,14 @@ from .resolve import (
     resolve_leaves,
 )
 from .snapshot_mode import DerivedCriteria, criteria_from_snapshot
-from .yamlv3 import marshal_canonical, marshal_deterministic, parity_digest, recipe_digest
+from .yamlv3 import (
+    marshal_canonical,
+    marshal_deterministic,
+    parity_digest,
+    recipe_digest,
+    recipe_digest_v3,
+    without_version,
+)
 
 __all__ = [
     "Catalog",
@@ -78,6 +86,8 @@ __all__ = [
     "profile_variants",
     "read_tree",
     "recipe_digest",
+    "recipe_digest_v3",
+    "without_version",
     "resolve",
     "resolve_leaves",
     "threshold_owner",

@@ -16,7 +16,8 @@ starts with a space or a line break (yaml.v3 writes an indentation indicator and
 line break, and with indent 4 the indicator can point past the content, which makes the re-parse
 drop two columns or fail). See ``_reparse_literal``.
 
-Public API: ``marshal_deterministic``, ``marshal_canonical``, ``parity_digest``, ``recipe_digest``.
+Public API: ``marshal_deterministic``, ``marshal_canonical``, ``parity_digest``, ``recipe_digest``,
+``recipe_digest_v3`` (and ``without_version``, the document it hashes).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ __all__ = [
     "marshal_deterministic",
     "parity_digest",
     "recipe_digest",
+    "recipe_digest_v3",
+    "without_version",
 ]
 
 # Style codes (yaml_scalar_style_t, the ones the block emitter can pick).
@@ -795,3 +798,25 @@ def parity_digest(doc: object) -> str:
 def recipe_digest(doc: object) -> str:
     """Evidence recipe digest (``aicr evidence digest``): sha256 of ``marshal_canonical(doc)``."""
     return hashlib.sha256(marshal_canonical(doc).encode("utf-8")).hexdigest()
+
+
+def without_version(doc: object) -> object:
+    """The document the V3 digest hashes (AICR ``canonicalize.go`` after PR #2789): the same
+    recipe without the top-level ``metadata.version``, and without ``metadata`` when that leaves
+    it empty. Nothing else is removed (``apiVersion`` stays). ``doc`` itself is not changed."""
+    if not isinstance(doc, dict):
+        return doc
+    metadata = doc.get("metadata")
+    if not isinstance(metadata, dict) or "version" not in metadata:
+        return doc
+    trimmed = {key: value for key, value in metadata.items() if key != "version"}
+    out = {key: value for key, value in doc.items() if key != "metadata"}
+    if trimmed:
+        out["metadata"] = trimmed
+    return out
+
+
+def recipe_digest_v3(doc: object) -> str:
+    """The V3 recipe digest (``recipe-evidence/v3``): ``recipe_digest`` of ``without_version``,
+    so the same recipe content resolved by an ``aicr`` of another version has the same digest."""
+    return recipe_digest(without_version(doc))
