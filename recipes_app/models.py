@@ -23,6 +23,11 @@ class CatalogQuerySet(models.QuerySet["Catalog"]):
         return self.defer("files").newest_first().first()
 
 
+class ApiFamilyName(models.TextChoices):
+    ALPHA = "alpha", "aicr.run/v1alpha2 · v1alpha3 (AICR up to v0.21)"
+    V1 = "v1", "aicr.run/v1beta1 · v1beta2 (AICR v0.22 and 1.x)"
+
+
 class Catalog(models.Model):
     """One imported version of an AICR recipe tree, with the exact files the resolver read.
 
@@ -42,8 +47,25 @@ class Catalog(models.Model):
     validator_catalog_version = models.CharField(
         max_length=100,
         blank=True,
-        help_text="metadata.version of validators/catalog.yaml; evidence made against an older "
-        "one is stale.",
+        help_text="metadata.version of validators/catalog.yaml, as written (AICR never bumped "
+        "it when checks were added: staleness compares validator_checks_digest).",
+    )
+    api_family = models.CharField(
+        max_length=10,
+        choices=ApiFamilyName.choices,
+        default=ApiFamilyName.ALPHA,
+        help_text="ADR-022 apiVersion family of the tree's files.",
+    )
+    validator_checks = models.JSONField(
+        default=list, help_text="The validator catalog's check set, '<phase>/<name>' sorted."
+    )
+    validator_checks_digest = models.CharField(
+        max_length=64, blank=True, help_text="sha256 of the check set, one entry a line."
+    )
+    criteria_values = models.JSONField(
+        default=dict,
+        help_text="Dimension → every value the catalog accepts (its AICR generation's enums and "
+        "the values its overlays register).",
     )
     imported_at = models.DateTimeField(auto_now_add=True)
 
@@ -115,7 +137,15 @@ class Recipe(models.Model):
     component_count = models.PositiveIntegerField(default=0)
     deterministic_yaml = models.TextField(help_text="aicr recipe output (indent 2).")
     canonical_yaml = models.TextField(help_text="Canonical form; sha256 of it is the digest.")
-    digest = models.CharField(max_length=64, help_text="aicr evidence digest.")
+    digest = models.CharField(
+        max_length=64, help_text="aicr evidence digest (legacy: recipe-evidence v1, v2)."
+    )
+    digest_v3 = models.CharField(
+        max_length=64,
+        db_index=True,
+        default="",
+        help_text="recipe-evidence/v3 digest: the canonical form without metadata.version.",
+    )
     parity_digest = models.CharField(max_length=64, help_text="sha256 of deterministic_yaml.")
     change = models.CharField(max_length=10, choices=RecipeChange.choices)
     search_text = models.TextField(help_text="Lower-cased words searched by the free-text box.")

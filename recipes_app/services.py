@@ -36,6 +36,11 @@ def content_digest(files: Mapping[str, str]) -> str:
     return outer.hexdigest()
 
 
+def check_set_digest(checks: list[str]) -> str:
+    """sha256 of a validator check set (``Catalog.validator_checks``), one entry a line."""
+    return hashlib.sha256("".join(f"{c}\n" for c in checks).encode()).hexdigest()
+
+
 def catalog_import(*, files: Mapping[str, str], source: str, aicr_version: str) -> ImportResult:
     """Import a recipe tree as a catalog version; a no-op when this exact version exists.
 
@@ -48,7 +53,11 @@ def catalog_import(*, files: Mapping[str, str], source: str, aicr_version: str) 
         return ImportResult(catalog=existing, created=False)
 
     loaded = resolver.load_catalog(files)
+    unreadable = resolver.unreadable_reason(loaded, aicr_version)
+    if unreadable:
+        raise resolver.CatalogError("<tree>", "--aicr-version", unreadable)
     resolved = _resolve_all(loaded, aicr_version=aicr_version)
+    checks = loaded.validator_checks()
 
     with transaction.atomic():
         previous = Catalog.objects.select_for_update().newest_first().first()
@@ -64,6 +73,10 @@ def catalog_import(*, files: Mapping[str, str], source: str, aicr_version: str) 
             files=dict(files),
             file_count=len(files),
             validator_catalog_version=loaded.validator_catalog_version[:100],
+            api_family=loaded.api_family.name,
+            validator_checks=checks,
+            validator_checks_digest=check_set_digest(checks),
+            criteria_values=loaded.criteria_values(),
         )
         recipes = [
             _recipe_row(catalog, name, leaf, profile, is_default, doc, previous_digests)
@@ -138,6 +151,7 @@ def _recipe_row(
         deterministic_yaml=resolver.marshal_deterministic(doc),
         canonical_yaml=resolver.marshal_canonical(doc),
         digest=digest,
+        digest_v3=resolver.recipe_digest_v3(doc),
         parity_digest=resolver.parity_digest(doc),
         change=change,
         search_text=" ".join(words).lower(),

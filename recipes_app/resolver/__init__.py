@@ -23,6 +23,9 @@ Public API (everything else in this package is internal):
   ``marshal_canonical(doc) -> str``, ``parity_digest(doc)`` and ``recipe_digest(doc)``
   (``aicr evidence digest``), ``recipe_digest_v3(doc)`` (the ``recipe-evidence/v3`` digest:
   ``metadata.version`` left out), re-exported from ``yamlv3``.
+- ``generation_for(catalog, version) -> Generation``: what a resolution stamped with that AICR
+  version emits (RecipeResult apiVersions, #2322 error shape); ``unreadable_reason(catalog,
+  version)``: why that AICR version cannot read the tree ("" when it can).
 - ``criteria_from_snapshot(fingerprint, stated) -> DerivedCriteria`` and
   ``resolve(..., evaluator=...)``: snapshot mode (``aicr recipe --snapshot``, step 11;
   ``MeasurementMissing`` from the evaluator excludes the overlay).
@@ -41,6 +44,7 @@ from .errors import (
     ResolutionError,
     ResolverError,
 )
+from .generation import Generation, generation_for, release_of, unreadable_reason
 from .resolve import (
     ConstraintEvaluator,
     ProfileVariant,
@@ -68,6 +72,7 @@ __all__ = [
     "CriteriaError",
     "CriteriaRegistry",
     "DerivedCriteria",
+    "Generation",
     "MeasurementMissing",
     "ProfileVariant",
     "ResolutionError",
@@ -77,6 +82,7 @@ __all__ = [
     "criteria_from_snapshot",
     "declared_checks",
     "find_matching_overlays",
+    "generation_for",
     "list_catalog",
     "load_catalog",
     "marshal_canonical",
@@ -87,8 +93,10 @@ __all__ = [
     "read_tree",
     "recipe_digest",
     "recipe_digest_v3",
-    "without_version",
+    "release_of",
     "resolve",
     "resolve_leaves",
     "threshold_owner",
+    "unreadable_reason",
+    "without_version",
 ]

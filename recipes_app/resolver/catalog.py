@@ -29,15 +29,16 @@ from .criteria import Criteria, CriteriaRegistry
 from .errors import CatalogError
 from .merge import find_cycle
 from .model import (
-    API_VERSION,
+    ALPHA,
     COMPONENT_REGISTRY_KIND,
     COMPONENT_TYPE_KUSTOMIZE,
+    FAMILIES,
     PHASES,
-    PROFILE_API_VERSION,
     RECIPE_METADATA_KIND,
     RECIPE_MIXIN_KIND,
     VALIDATOR_API_VERSION,
     VALIDATOR_CATALOG_KIND,
+    ApiFamily,
     ComponentRef,
     Constraint,
     ExpectedResource,
@@ -51,6 +52,7 @@ from .model import (
     ValidationConfig,
     ValidationPhase,
     Validator,
+    family_of_catalog_api,
 )
 from .profile import ProfileDeclarationError, validate_declaration
 from .yamlload import (
@@ -149,6 +151,19 @@ class Catalog:
     sources: dict[str, str] = field(default_factory=dict)
     #: every input file (relative path -> text), for values lookups by consumers.
     files: Mapping[str, str] = field(default_factory=dict)
+    #: the ADR-022 apiVersion family every catalog file of the tree uses.
+    api_family: ApiFamily = ALPHA
+
+    def criteria_values(self) -> dict[str, list[str]]:
+        """Every value each criteria dimension accepts with this catalog (its AICR version's
+        static enum and the values its overlays register), sorted; ``any`` not included."""
+        return self.criteria_registry.all_values_by_dimension()
+
+    def validator_checks(self) -> list[str]:
+        """The validator catalog's check set, ``<phase>/<name>`` sorted: what "validator
+        catalog outdated" compares (AICR never bumped ``metadata.version`` when adding checks,
+        AICR-V1.md §5)."""
+        return sorted(f"{v.phase}/{v.name}" for v in self.validators.values())
 
     def overlay(self, name: str) -> Overlay | None:
         """``GetRecipeByName``: ``""``/``base`` give the base overlay."""
@@ -450,6 +465,23 @@ def _header(root: RawNode, path: str) -> tuple[dict[str, RawNode], str, str, str
     return f, kind, api, name
 
 
+def _catalog_api(ctx: Ctx, api: str, kind: str, *, profiled_ok: bool) -> tuple[ApiFamily, bool]:
+    """The ADR-022 family of a catalog file's apiVersion, refusing an empty or unknown one
+    (AICR v0.21+ refuses a catalog kind without an apiVersion)."""
+    expected = " or ".join(
+        repr(v)
+        for family in FAMILIES
+        for v in ((family.catalog, family.catalog_profiled) if profiled_ok else (family.catalog,))
+    )
+    actx = ctx.child("apiVersion")
+    if not api:
+        raise actx.error(f"{kind} has no apiVersion; expected {expected}")
+    found = family_of_catalog_api(api)
+    if found is None or (found[1] and not profiled_ok):
+        raise actx.error(f"unsupported apiVersion {api!r} for {kind}; expected {expected}")
+    return found
+
+
 def decode_overlay(path: str, text: str) -> Overlay:
     """Decode one ``overlays/*.yaml`` file (``RecipeMetadata``)."""
     root = parse_raw(text, path)
@@ -457,11 +489,7 @@ def decode_overlay(path: str, text: str) -> Overlay:
     ctx = Ctx(path)
     if kind != RECIPE_METADATA_KIND:
         raise ctx.child("kind").error(f"expected kind {RECIPE_METADATA_KIND!r}, got {kind!r}")
-    if api not in (API_VERSION, PROFILE_API_VERSION):
-        raise ctx.child("apiVersion").error(
-            f"unsupported apiVersion {api!r}; expected {API_VERSION!r} or {PROFILE_API_VERSION!r}"
-        )
-    strict = api == PROFILE_API_VERSION
+    family, strict = _catalog_api(ctx, api, RECIPE_METADATA_KIND, profiled_ok=True)
     if strict:
         as_fields(root, ctx, _TOP, True, "recipe.RecipeMetadata")
         as_fields(f.get("metadata"), ctx.child("metadata"), _META, True, "metadata")
@@ -470,15 +498,14 @@ def decode_overlay(path: str, text: str) -> Overlay:
     sctx = ctx.child("spec")
     spec = as_fields(f.get("spec"), sctx, _SPEC, strict, "recipe.RecipeMetadataSpec")
     profile = _profile(spec.get("profile"), sctx.child("profile"))
-    if api == PROFILE_API_VERSION and profile is None:
+    if strict and profile is None:
         raise sctx.child("profile").error(
-            f"RecipeMetadata uses apiVersion {PROFILE_API_VERSION!r} but has no spec.profile "
-            "declaration"
+            f"RecipeMetadata uses apiVersion {api!r} but has no spec.profile declaration"
         )
-    if profile is not None and api != PROFILE_API_VERSION:
+    if profile is not None and not strict:
         raise ctx.child("apiVersion").error(
             f"RecipeMetadata declares spec.profile but uses apiVersion {api!r}; expected "
-            f"{PROFILE_API_VERSION!r}"
+            f"{family.catalog_profiled!r}"
         )
     return Overlay(
         name=name,
@@ -505,10 +532,7 @@ def decode_mixin(path: str, text: str) -> Mixin:
     as_fields(f.get("metadata"), ctx.child("metadata"), _META, True, "metadata")
     if kind != RECIPE_MIXIN_KIND:
         raise ctx.child("kind").error(f"expected kind {RECIPE_MIXIN_KIND!r}, got {kind!r}")
-    if api != API_VERSION:
-        raise ctx.child("apiVersion").error(
-            f"unsupported apiVersion {api!r}; expected {API_VERSION!r}"
-        )
+    _catalog_api(ctx, api, RECIPE_MIXIN_KIND, profiled_ok=False)
     if not name:
         raise ctx.child("metadata.name").error("metadata.name is required")
     sctx = ctx.child("spec")
@@ -520,10 +544,16 @@ def decode_mixin(path: str, text: str) -> Mixin:
         component_refs=_component_refs(
             spec.get("componentRefs"), sctx.child("componentRefs"), True
         ),
+        api_version=api,
     )
 
 
-def _registry_entries(path: str, text: str) -> list[tuple[RegistryEntry, Ctx]]:
+def _registry_entries(
+    path: str, text: str, *, layered: bool = False
+) -> tuple[list[tuple[RegistryEntry, Ctx]], str]:
+    """``registry.yaml``'s entries and apiVersion. ``layered``: a ``--data`` registry merged
+    over a tree's, which AICR v0.19 read without an apiVersion (its own ``profile-overlay``
+    test data has none); it then takes the tree's family."""
     root = parse_raw(text, path)
     ctx = Ctx(path)
     f = as_fields(root, ctx, None, False, "recipe.ComponentRegistry")
@@ -531,10 +561,8 @@ def _registry_entries(path: str, text: str) -> list[tuple[RegistryEntry, Ctx]]:
     if kind and kind != COMPONENT_REGISTRY_KIND:
         raise ctx.child("kind").error(f"expected kind {COMPONENT_REGISTRY_KIND!r}, got {kind!r}")
     api = as_str(f.get("apiVersion"), ctx.child("apiVersion"))
-    if api and api != API_VERSION:
-        raise ctx.child("apiVersion").error(
-            f"unsupported apiVersion {api!r}; expected {API_VERSION!r}"
-        )
+    if api or not layered:
+        _catalog_api(ctx, api, COMPONENT_REGISTRY_KIND, profiled_ok=False)
     out = []
     cctx = ctx.child("components")
     for i, item in enumerate(as_seq(f.get("components"), cctx) or ()):
@@ -562,7 +590,7 @@ def _registry_entries(path: str, text: str) -> list[tuple[RegistryEntry, Ctx]]:
             raw=as_any(item, ictx),
         )
         out.append((entry, ictx))
-    return out
+    return out, api
 
 
 def _validator_entries(path: str, text: str) -> tuple[list[tuple[Validator, Ctx]], str]:
@@ -732,11 +760,15 @@ def load_catalog(files: Mapping[str, str], *, external: Mapping[str, str] | None
     # Registry (merged by name with an external one).
     if REGISTRY_FILE not in merged:
         raise CatalogError(REGISTRY_FILE, "<file>", "registry.yaml is missing")
-    reg_entries = _registry_entries(REGISTRY_FILE, merged[REGISTRY_FILE])
+    reg_entries, registry_api = _registry_entries(REGISTRY_FILE, merged[REGISTRY_FILE])
+    apis: list[tuple[str, str]] = [(REGISTRY_FILE, registry_api)]
     if external and REGISTRY_FILE in external:
-        reg_entries = _merge_by_name(
-            reg_entries, _registry_entries(REGISTRY_FILE, external[REGISTRY_FILE])
+        extra_entries, extra_api = _registry_entries(
+            REGISTRY_FILE, external[REGISTRY_FILE], layered=True
         )
+        reg_entries = _merge_by_name(reg_entries, extra_entries)
+        if extra_api:
+            apis.append((REGISTRY_FILE, extra_api))
     registry = _validate_registry(reg_entries, merged)
 
     # Validator catalog (optional; merged by name with an external one).
@@ -759,6 +791,7 @@ def load_catalog(files: Mapping[str, str], *, external: Mapping[str, str] | None
     for p in sorted(merged):
         if p.startswith("mixins/") and p.count("/") == 1 and p.endswith(".yaml"):
             m = decode_mixin(p, merged[p])
+            apis.append((p, m.api_version))
             if m.name in mixins:
                 raise CatalogError(p, "metadata.name", f"duplicate mixin name {m.name!r}")
             _check_paths(m.constraints, Ctx(p, "spec.constraints"))
@@ -772,6 +805,7 @@ def load_catalog(files: Mapping[str, str], *, external: Mapping[str, str] | None
         if not (p.startswith("overlays/") and p.count("/") == 1 and p.endswith(".yaml")):
             continue
         o = decode_overlay(p, merged[p])
+        apis.append((p, o.api_version))
         source = "external" if p in external_paths else "embedded"
         _check_paths(o.constraints, Ctx(p, "spec.constraints"))
         if o.validation and o.validation.readiness:
@@ -800,6 +834,7 @@ def load_catalog(files: Mapping[str, str], *, external: Mapping[str, str] | None
         sources[o.name] = source
     if base is None:
         raise CatalogError(BASE_FILE, "<file>", "base.yaml not found")
+    family = _one_family(apis)
 
     everything = [base, *overlays.values()]
     for o in everything:
@@ -832,7 +867,7 @@ def load_catalog(files: Mapping[str, str], *, external: Mapping[str, str] | None
     leaves = tuple(
         sorted(n for n, o in overlays.items() if o.criteria is not None and n not in inherited)
     )
-    criteria_registry = CriteriaRegistry()
+    criteria_registry = CriteriaRegistry(family=family.name)
     for name in sorted(overlays):
         criteria_registry.register(overlays[name].criteria)
     health = {name: merged[e.assert_file] for name, e in registry.items() if e.assert_file}
@@ -851,7 +886,31 @@ def load_catalog(files: Mapping[str, str], *, external: Mapping[str, str] | None
         matchable=tuple(overlays[n] for n in sorted(overlays) if overlays[n].criteria is not None),
         sources=sources,
         files=merged,
+        api_family=family,
     )
+
+
+def _one_family(apis: list[tuple[str, str]]) -> ApiFamily:
+    """The one ADR-022 family every catalog file uses. AICR reads one generation at a time
+    from v0.23 (and a mixed tree is a half-done migration), so a tree mixing them is refused
+    naming the first file that differs from ``registry.yaml``'s family."""
+    first_path, first_api = apis[0]
+    found = family_of_catalog_api(first_api)
+    assert found is not None  # each file's apiVersion was checked as it was decoded
+    family = found[0]
+    for path, api in apis[1:]:
+        other = family_of_catalog_api(api)
+        assert other is not None
+        if other[0] is not family:
+            raise CatalogError(
+                path,
+                "apiVersion",
+                f"{api!r} is of the {other[0].name} apiVersion family but {first_path} uses "
+                f"{first_api!r} ({family.name}); a catalog uses one family (ADR-022: "
+                f"{ALPHA.catalog}/{ALPHA.catalog_profiled} up to AICR v0.21, "
+                f"{FAMILIES[1].catalog}/{FAMILIES[1].catalog_profiled} from v0.22)",
+            )
+    return family
 
 
 def _safe_relpath(value: str) -> bool:

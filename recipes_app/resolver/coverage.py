@@ -37,8 +37,13 @@ def available_os(catalog: Catalog, query: Criteria) -> list[str]:
     return sorted(seen)
 
 
-def require_os_if_needed(catalog: Catalog, query: Criteria, matched: list[Overlay]) -> None:
-    """``requireOSIfNeeded``: the joint service+accelerator OS gate."""
+def require_os_if_needed(
+    catalog: Catalog, query: Criteria, matched: list[Overlay], *, joint: bool = False
+) -> None:
+    """``requireOSIfNeeded``: the joint service+accelerator OS gate. ``joint`` (AICR v0.20+,
+    PR #2322): the same refusal in the coverage rule's shape — ``uncovered: [os]`` with its
+    ``validCompletions`` and "specify os (valid: …)" — instead of ``requiresOS``. Only those
+    names are known offline (AICR-V1.md §4); the clause before them is v0.19's."""
     if query.service in (ANY, "") or query.os not in (ANY, ""):
         return
     accel = "" if query.accelerator == ANY else query.accelerator
@@ -49,6 +54,13 @@ def require_os_if_needed(catalog: Catalog, query: Criteria, matched: list[Overla
         if ("" if c.accelerator == ANY else c.accelerator) == accel:
             return
     valid = available_os(catalog, query)
+    if valid and joint:
+        raise ResolutionError(
+            f"service '{query.service}' has no OS-agnostic recipe for accelerator '{accel}'; "
+            f"specify os (valid: {', '.join(valid)})",
+            uncovered=["os"],
+            valid_completions={"os": [tuple_key({"os": os}) for os in valid]},
+        )
     if valid:
         raise ResolutionError(
             f"service '{query.service}' has no OS-agnostic recipe for accelerator '{accel}'; "

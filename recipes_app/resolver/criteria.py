@@ -43,6 +43,22 @@ STATIC_VALUES: dict[str, tuple[str, ...]] = {
     "platform": ("dynamo", "kubeflow", "nim", "runai", "slurm"),
 }
 
+#: AICR 1.x static enums: ``api/aicr/v1/schemas/RecipeCriteria.schema.json`` (AICR-V1.md §5)
+#: adds services generic, k0s, rke2, accelerator vr200 and platform kueue (a test reads the
+#: schema file against this table).
+STATIC_VALUES_V1: dict[str, tuple[str, ...]] = {
+    "service": tuple(sorted((*STATIC_VALUES["service"], "generic", "k0s", "rke2"))),
+    "accelerator": tuple(sorted((*STATIC_VALUES["accelerator"], "vr200"))),
+    "intent": STATIC_VALUES["intent"],
+    "os": STATIC_VALUES["os"],
+    "platform": tuple(sorted((*STATIC_VALUES["platform"], "kueue"))),
+}
+#: The static enums of each ADR-022 apiVersion family (``model.ApiFamily.name``).
+STATIC_VALUES_BY_FAMILY: dict[str, dict[str, tuple[str, ...]]] = {
+    "alpha": STATIC_VALUES,
+    "v1": STATIC_VALUES_V1,
+}
+
 #: Aliases accepted by the parser (after lower-casing), per dimension.
 ALIASES: dict[str, dict[str, str]] = {
     "service": {"self-managed": ANY, "self": ANY, "vanilla": ANY, "openshift": "ocp"},
@@ -120,12 +136,14 @@ class Criteria:
 
 
 class CriteriaRegistry:
-    """Criteria values registered by the loaded overlays (AICR's per-provider registry)."""
+    """Criteria values registered by the loaded overlays (AICR's per-provider registry), over
+    the static enums of the catalog's AICR generation (``family``: ``alpha`` or ``v1``)."""
 
-    __slots__ = ("_values",)
+    __slots__ = ("_values", "static")
 
-    def __init__(self) -> None:
+    def __init__(self, family: str = "alpha") -> None:
         self._values: dict[str, set[str]] = {d: set() for d in DIMENSIONS}
+        self.static: dict[str, tuple[str, ...]] = STATIC_VALUES_BY_FAMILY[family]
 
     def register(self, criteria: Criteria | None) -> None:
         if criteria is None:
@@ -143,7 +161,10 @@ class CriteriaRegistry:
 
     def all_values(self, dim: str) -> list[str]:
         """Static enum merged with registered values, sorted (``All*Types``)."""
-        return sorted(set(STATIC_VALUES[dim]) | self._values[dim])
+        return sorted(set(self.static[dim]) | self._values[dim])
+
+    def all_values_by_dimension(self) -> dict[str, list[str]]:
+        return {dim: self.all_values(dim) for dim in DIMENSIONS}
 
 
 def _normalize(value: str) -> str:
@@ -162,7 +183,8 @@ def parse_value(dim: str, raw: str, registry: CriteriaRegistry | None = None) ->
     alias = ALIASES[dim].get(value)
     if alias is not None:
         return alias
-    if value in STATIC_VALUES[dim]:
+    static = registry.static if registry is not None else STATIC_VALUES
+    if value in static[dim]:
         return value
     if registry is not None and registry.has(dim, value):
         return value

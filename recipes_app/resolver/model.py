@@ -25,7 +25,59 @@ VALIDATOR_CATALOG_KIND = "ValidatorCatalog"
 API_VERSION = "aicr.run/v1alpha2"
 #: apiVersion of profiled overlays and of results that carry a profile or Slurm configuration.
 PROFILE_API_VERSION = "aicr.run/v1alpha3"
+#: The validator catalog's apiVersion. ADR-022 does not list ``ValidatorCatalog`` and no v1.x
+#: ``validators/catalog.yaml`` exists offline, so v1 trees are read with the same value; a v1
+#: tree that uses another one is refused naming it (AICR-V1.md §10: the v1 bytes are unknown).
 VALIDATOR_API_VERSION = "validator.nvidia.com/v1alpha1"
+
+
+@dataclass(frozen=True, slots=True)
+class ApiFamily:
+    """One ADR-022 generation of apiVersions: what catalog files say, what results say.
+
+    ``catalog`` is the apiVersion of RecipeMetadata, RecipeMixin and ComponentRegistry;
+    ``catalog_profiled`` of profile-bearing RecipeMetadata; ``result`` of a plain RecipeResult;
+    ``result_profiled`` of a profile-bearing or Slurm-configured one.
+    """
+
+    name: str
+    catalog: str
+    catalog_profiled: str
+    result: str
+    result_profiled: str
+
+
+#: Up to AICR v0.21 (the bundled v0.19 tree).
+ALPHA = ApiFamily(
+    name="alpha",
+    catalog=API_VERSION,
+    catalog_profiled=PROFILE_API_VERSION,
+    result=API_VERSION,
+    result_profiled=PROFILE_API_VERSION,
+)
+#: AICR v0.22+ and 1.x (ADR-022, docs/design/022-artifact-maturity-and-deprecation.md):
+#: catalog kinds move to v1beta1 (profiled: v1beta2); a RecipeResult to v1 (profiled or
+#: Slurm-configured: v1beta2, which is not the successor of v1).
+V1 = ApiFamily(
+    name="v1",
+    catalog="aicr.run/v1beta1",
+    catalog_profiled="aicr.run/v1beta2",
+    result="aicr.run/v1",
+    result_profiled="aicr.run/v1beta2",
+)
+FAMILIES = (ALPHA, V1)
+
+
+def family_of_catalog_api(api: str) -> tuple[ApiFamily, bool] | None:
+    """The family a catalog file's apiVersion belongs to and whether it is the profiled one;
+    None for an apiVersion no family uses."""
+    for family in FAMILIES:
+        if api == family.catalog:
+            return family, False
+        if api == family.catalog_profiled:
+            return family, True
+    return None
+
 
 #: Validation phases in AICR's struct order.
 PHASES = ("readiness", "deployment", "performance", "conformance")
@@ -162,6 +214,7 @@ class Mixin:
     path: str
     constraints: tuple[Constraint, ...] | None = None
     component_refs: tuple[ComponentRef, ...] | None = None
+    api_version: str = API_VERSION
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,13 +33,12 @@ from .catalog import BASE_NAME, Catalog
 from .coverage import require_os_if_needed, verify_criteria_coverage
 from .criteria import Criteria, parse_criteria
 from .errors import CODE_INTERNAL, CODE_NOT_FOUND, MeasurementMissing, ResolutionError, goq
+from .generation import generation_for
 from .merge import MergedSpec, canonical_type, topological_sort, validate_dependencies
 from .model import (
-    API_VERSION,
     COMPONENT_TYPE_HELM,
     COMPONENT_TYPE_KUSTOMIZE,
     PHASES,
-    PROFILE_API_VERSION,
     RECIPE_RESULT_KIND,
     ComponentRef,
     Constraint,
@@ -624,7 +623,9 @@ def _build(
         mode = "disabled" if is_slurm else ""
 
     overlays = find_matching_overlays(catalog, query)
-    require_os_if_needed(catalog, query, overlays)
+    require_os_if_needed(
+        catalog, query, overlays, joint=generation_for(catalog, version).joint_os_coverage
+    )
     effective = effective_profile(catalog, overlays)
     if evaluate or evaluator is not None:
         _check_evaluable(catalog, overlays)
@@ -673,13 +674,14 @@ def _build(
     refs = [_apply_registry_defaults(catalog, r) for r in refs]
     _validate_coherence(refs)
 
-    api_version = PROFILE_API_VERSION if selected is not None else API_VERSION
+    results = generation_for(catalog, version).results
+    api_version = results.result_profiled if selected is not None else results.result
     configuration = None
     if mode:
         refs = _apply_accounting(refs, mode, selected)
         order = topological_sort(refs)
         configuration = {"slurm": {"accounting": {"mode": mode}}}
-        api_version = PROFILE_API_VERSION
+        api_version = results.result_profiled
         _validate_coherence(refs)
 
     metadata: dict[str, Any] = {}
