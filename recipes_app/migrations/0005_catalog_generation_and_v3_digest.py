@@ -8,13 +8,16 @@ from django.db import migrations, models
 def backfill(apps, schema_editor):
     """Catalogs and recipes imported before these fields: read them from the stored files and
     the stored canonical YAML (the resolver is plain Python, with no model import)."""
-    from recipes_app.resolver import load_catalog, recipe_digest_v3
+    from recipes_app.resolver import CatalogError, load_catalog, recipe_digest_v3
     from recipes_app.resolver.yamlload import Ctx, as_any, parse_raw
 
     Catalog = apps.get_model("recipes_app", "Catalog")
     Recipe = apps.get_model("recipes_app", "Recipe")
     for catalog in Catalog.objects.all():
-        loaded = load_catalog(catalog.files)
+        try:
+            loaded = load_catalog(catalog.files)
+        except CatalogError:
+            continue  # not a tree the resolver reads (no such row is imported): keep defaults
         checks = loaded.validator_checks()
         catalog.api_family = loaded.api_family.name
         catalog.validator_checks = checks
@@ -28,7 +31,10 @@ def backfill(apps, schema_editor):
             ]
         )
     for recipe in Recipe.objects.filter(digest_v3="").only("pk", "canonical_yaml").iterator():
-        doc = as_any(parse_raw(recipe.canonical_yaml, "recipe.yaml"), Ctx("recipe.yaml"))
+        try:
+            doc = as_any(parse_raw(recipe.canonical_yaml, "recipe.yaml"), Ctx("recipe.yaml"))
+        except CatalogError:
+            continue
         Recipe.objects.filter(pk=recipe.pk).update(digest_v3=recipe_digest_v3(doc))
 
 

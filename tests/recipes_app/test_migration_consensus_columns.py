@@ -3,6 +3,8 @@ column stays, unwritten, for one release)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.utils import timezone
 
@@ -25,13 +27,27 @@ ROWS = [
 ]
 
 
+def _historical_row(model: Any, instance: Any, **values: Any) -> Any:
+    """``instance``'s (a factory build's) values for the columns ``model`` had then."""
+    for field in model._meta.concrete_fields:
+        if field.attname != "id" and field.attname not in values:
+            values[field.attname] = getattr(instance, field.attname)
+    return model.objects.create(**values)
+
+
 def test_it_keeps_each_badge_both_ways() -> None:
     try:
-        old_state = migrate_to(BEFORE).get_model("recipes_app", "RecipeConsensusState")
-        # The recipe tables are the same before and after. Every recipe first: a new one
-        # refreshes the stored badges, which drops those without counted evidence.
-        catalog = CatalogFactory()
-        pks = [RecipeFactory(catalog=catalog).pk for _ in ROWS]
+        old_apps = migrate_to(BEFORE)
+        old_state = old_apps.get_model("recipes_app", "RecipeConsensusState")
+        # Rows of the tables as they were then (later migrations add catalog/recipe columns).
+        catalog = _historical_row(
+            old_apps.get_model("recipes_app", "Catalog"), CatalogFactory.build()
+        )
+        old_recipe = old_apps.get_model("recipes_app", "Recipe")
+        pks = [
+            _historical_row(old_recipe, RecipeFactory.build(catalog=None), catalog_id=catalog.pk).pk
+            for _ in ROWS
+        ]
         for pk, (state, badge, _) in zip(pks, ROWS, strict=True):
             old_state.objects.create(
                 recipe_id=pk, state=state, badge=badge, refreshed_at=timezone.now()
