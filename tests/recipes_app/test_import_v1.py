@@ -41,6 +41,7 @@ def test_it_imports_a_v1_tree_beside_the_v019_one(
     assert v1_catalog.pk != real_catalog.pk
     assert (real_catalog.api_family, real_catalog.aicr_version) == ("alpha", "dev")
     assert (v1_catalog.api_family, v1_catalog.aicr_version) == ("v1", "v1.0.0")
+    assert v1_catalog.source == "v1-format copy of the v0.19 catalog (tests)"
     old = {r.name: r for r in real_catalog.recipes.all()}
     new = {r.name: r for r in v1_catalog.recipes.all()}
     assert set(old) == set(new)

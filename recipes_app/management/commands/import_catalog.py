@@ -30,6 +30,13 @@ class Command(BaseCommand):
             ),
         )
 
+        parser.add_argument(
+            "--source",
+            default=None,
+            help="where the tree came from, as shown with the catalog (default: PATH, or the "
+            "snapshot's own); say what a generated tree is",
+        )
+
     def handle(self, *args: object, **options: object) -> None:
         raw_path = options["path"]
         path = Path(str(raw_path)) if raw_path else BUNDLED_SNAPSHOT
@@ -37,12 +44,12 @@ class Command(BaseCommand):
         try:
             if path.is_dir():
                 files = resolver.read_tree(path)
-                source = str(raw_path)
+                source = str(options["source"] or raw_path)
                 version = str(aicr_version or DEFAULT_AICR_VERSION)
             elif path.is_file():
                 snapshot = read_snapshot(path)
                 files = snapshot.files
-                source = snapshot.source or str(path.name)
+                source = str(options["source"] or snapshot.source or path.name)
                 version = str(aicr_version or snapshot.aicr_version or DEFAULT_AICR_VERSION)
             else:
                 raise CommandError(f"{path}: no such directory or snapshot file")
