@@ -29,7 +29,15 @@ def v1_tree(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def v1_catalog(real_catalog: Catalog, v1_tree: Path) -> Catalog:
-    call_command("import_catalog", str(v1_tree), "--aicr-version", "v1.0.0", stdout=StringIO())
+    call_command(
+        "import_catalog",
+        str(v1_tree),
+        "--aicr-version",
+        "v1.0.0",
+        "--source",
+        "v1-format copy of the v0.19 catalog (tests)",
+        stdout=StringIO(),
+    )
     current = Catalog.objects.current()
     assert current is not None
     return current
