@@ -6,6 +6,7 @@ counts."""
 from __future__ import annotations
 
 import hashlib
+import html
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from django.test import Client
 
 from evidence_app.models import Evidence, SigningKey
 from evidence_app.services import keys
+from evidence_app.verification.commands import KEY_SIGNED_UPSTREAM_NOTE
 from recipes_app.models import Recipe
 from tests.evidence_factories import example_statement, signed_example_tarball
 from tests.sigstore_private import generate_key, public_pem, sign_dsse_with_key
@@ -307,3 +309,16 @@ def test_evidence_signed_by_a_key_registered_here_verifies_and_counts(
     key_pub = Client().get(listed["key_pub_url"])
     assert key_pub.status_code == 200
     assert key_pub.content.decode() == _pem(private)
+    detail = Client().get(f"/api/v1/evidence/{evidence.pk}/").json()
+    tools = [c["tool"] for c in detail["verify_commands"]]
+    assert tools == ["aicr", "cosign"]
+    aicr = detail["verify_commands"][0]
+    assert aicr["text"].startswith("aicr evidence verify ")
+    assert "--key key.pub" in aicr["text"]
+    assert "AICR v1.1+" in aicr["note"]
+    cosign = detail["verify_commands"][1]
+    assert KEY_SIGNED_UPSTREAM_NOTE in cosign["note"]
+    page = Client().get(f"/evidence/{evidence.pk}/").content.decode()
+    assert "aicr evidence verify ./summary-bundle --key key.pub" in page
+    assert "AICR v1.1+" in page
+    assert html.escape(KEY_SIGNED_UPSTREAM_NOTE) in page
