@@ -94,8 +94,11 @@ class KeyConflictSerializer(serializers.Serializer):
 
 
 class KeyErrorSerializer(serializers.Serializer):
+    """A refusal naming the problem. A body the JSON decoder refuses (a NUL or a lone
+    surrogate in a string, too large, too deep) has no ``field``: its ``detail`` names it."""
+
     detail = serializers.CharField()
-    field = serializers.CharField()
+    field = serializers.CharField(required=False, help_text="name, public_key or body.")
     code = serializers.CharField()
 
 
