@@ -11,6 +11,7 @@ from evidence_app.api.export_views import (
     EvidenceCsvExportView,
     EvidenceNdjsonExportView,
 )
+from evidence_app.api.keys import SigningKeyViewSet
 from evidence_app.api.views import (
     EvidenceBundleView,
     EvidenceViewSet,
@@ -29,6 +30,7 @@ router.include_format_suffixes = False  # recipe names contain dots: "….json" 
 router.register("recipes", RecipeViewSet, basename="recipe")
 router.register("evidence", EvidenceViewSet, basename="evidence")
 router.register("signers", SignerViewSet, basename="signer")
+router.register("keys", SigningKeyViewSet, basename="key")
 router.register("runs", RunViewSet, basename="run")
 router.register("clusters", ClusterViewSet, basename="cluster")
 

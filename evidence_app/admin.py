@@ -169,6 +169,9 @@ class SigningKeyForm(forms.ModelForm):
         widgets = {"public_key_pem": forms.Textarea(attrs={"rows": 6, "cols": 70})}
         help_texts = {"public_key_pem": "PEM public key: ECDSA P-256 or Ed25519 only."}
 
+    def clean_name(self) -> str:
+        return keys.signing_key_name_check(self.cleaned_data["name"])
+
     def clean_public_key_pem(self) -> str:
         info = keys.signing_key_check(self.cleaned_data["public_key_pem"])
         return info.pem

@@ -27,7 +27,11 @@ from evidence_app.consensus.outcomes import (
 from evidence_app.consensus.rules import GRID_PHASES, declared_checks
 from evidence_app.models import Evidence, SignerKind, Verdict
 from evidence_app.services.staleness import StaleReason, staleness_bulk
-from evidence_app.verification.commands import VerifyCommand, commands_for
+from evidence_app.verification.commands import (
+    KEY_SIGNED_UPSTREAM_NOTE,
+    VerifyCommand,
+    commands_for,
+)
 from evidence_app.verification.signature import SignatureOutcome, SignerClaims
 from recipes_app.models import DIMENSIONS, Recipe
 
@@ -420,6 +424,11 @@ class EvidencePage:
     claimed: list[FieldProvenance]
     commands: list[CommandLine]
     bundle_url: str
+
+    @property
+    def key_signed_note(self) -> str:
+        """Why key-signed evidence counts here and would not upstream; "" for keyless."""
+        return KEY_SIGNED_UPSTREAM_NOTE if self.evidence.signer.kind == SignerKind.KEY else ""
 
     @property
     def has_ctrf(self) -> bool:

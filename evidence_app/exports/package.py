@@ -48,6 +48,7 @@ from evidence_app.exports.signing import key_fingerprint, sign_manifest
 from evidence_app.models import Allowlist, Evidence, SigningKey, TrustRoot
 from evidence_app.services.ingest import policy_current
 from evidence_app.services.site_key import site_private_key
+from evidence_app.verification.commands import KEY_SIGNED_UPSTREAM_NOTE
 from evidence_app.verification.trust import (
     TrustRootError,
     client_trust_config_json,
@@ -336,7 +337,12 @@ cosign verify-blob-attestation --new-bundle-format --bundle bundles/<sha256> \\
 cosign verify-blob-attestation --new-bundle-format --bundle bundles/<sha256> \\
   --key trust/keys/<signer_key_fingerprint>.pem --insecure-ignore-tlog \\
   --type <predicate_type> recipes/<recipe_digest>.yaml
+# key-signed AICR evidence directory, AICR v1.1+ (--key not confirmed offline: check
+# `aicr evidence verify --help`)
+aicr evidence verify <dir> --key trust/keys/<signer_key_fingerprint>.pem
 ```
+
+Key-signed records: {KEY_SIGNED_UPSTREAM_NOTE}
 
 or, for keyless bundles, sigstore-python with the same root wrapped as a ClientTrustConfig
 (the `client_trust_config` of that root in `trust/policy.json`):

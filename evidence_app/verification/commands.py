@@ -15,8 +15,16 @@ Forms (SIGSTORE.md §4):
   [--use-signed-timestamps] ARTIFACT`` (``cosign verify-blob`` for message signatures);
 * ``python -m sigstore [--trust-config client_trust_config.json] verify identity --bundle B
   --cert-identity ID --cert-oidc-issuer ISS ARTIFACT``;
-* key-signed: ``cosign verify-blob-attestation --bundle B --new-bundle-format --key key.pub
-  --type PREDICATE_TYPE [--insecure-ignore-tlog] ARTIFACT``.
+* key-signed: ``aicr evidence verify <input> --key key.pub`` (AICR v1.1+, evidence directories
+  and OCI references only, as for keyless) and ``cosign verify-blob-attestation --bundle B
+  --new-bundle-format --key key.pub --type PREDICATE_TYPE [--insecure-ignore-tlog] ARTIFACT``.
+
+The ``aicr … --key`` form is NOT confirmed offline: the reviewed AICR sources (up to main-08 and
+the v1.x excerpts, ../shared/AICR.md §4.4-4.5, AICR-V1.md §9) have no ``--key`` on ``aicr
+evidence verify`` (only on ``aicr verify`` for deployment bundles, ``--key <kms-uri|pub.pem>``).
+It is written as AICR v1.1's KMS evidence signing (``validation.signingKey``) is described to
+us, modelled on ``aicr verify``; check the flag against ``aicr evidence verify --help`` of the
+release you run. Its "no Rekor" option's flag name is not known offline, so none is passed.
 """
 
 from __future__ import annotations
@@ -33,6 +41,17 @@ KEY_FILE = "key.pub"
 TRUSTED_ROOT_FILE = "trusted_root.json"
 TRUST_CONFIG_FILE = "client_trust_config.json"
 AICR_INPUT = "./summary-bundle"
+
+# The one sentence for key-signed evidence, wherever its commands are shown (the evidence page,
+# the API's ``verify_commands``, the audit package's README). Classification upstream keys on
+# the Fulcio certificate's (issuer, SAN) in recipes/evidence/allowlist.yaml, so only keyless
+# signatures can be accepted there.
+KEY_SIGNED_UPSTREAM_NOTE = (
+    "AICR's upstream evidence gate accepts keyless signatures only (Sigstore OIDC "
+    "certificates, classified by its allowlist), so it would not accept key-signed evidence; "
+    "it counts on this site because a maintainer registered the key."
+)
+AICR_KEY_LABEL = "AICR v1.1+"
 
 # Characters special in both Python ``re`` and Go RE2 (escaped with a backslash there).
 _REGEX_SPECIAL = frozenset("\\.+*?()|[]{}^$")
@@ -146,8 +165,24 @@ def key_commands(
     bundle_file: str = BUNDLE_FILE,
     artifact_file: str = ARTIFACT_FILE,
     key_file: str = KEY_FILE,
+    aicr_input: str | None = None,
 ) -> list[VerifyCommand]:
-    """cosign commands for a verified key-signed bundle (``key_file``: the registered key)."""
+    """Commands for a verified key-signed bundle (``key_file``: the registered key): ``aicr
+    evidence verify --key`` (AICR v1.1+; for an evidence directory or OCI reference
+    ``aicr_input`` holding AICR recipe evidence) and cosign, whose note carries
+    ``KEY_SIGNED_UPSTREAM_NOTE``."""
+    commands: list[VerifyCommand] = []
+    if aicr_input and not message_signature and predicate_type in PREDICATE_TYPES:
+        argv = ["aicr", "evidence", "verify", _positional(aicr_input)]
+        _flag(argv, "--key", key_file)
+        commands.append(
+            VerifyCommand(
+                "aicr",
+                tuple(argv),
+                f"{AICR_KEY_LABEL} (--key not confirmed offline: check aicr evidence verify "
+                f"--help); {key_file}: the registered key",
+            )
+        )
     argv = ["cosign", "verify-blob" if message_signature else "verify-blob-attestation"]
     _flag(argv, "--bundle", bundle_file)
     argv.append("--new-bundle-format")
@@ -159,7 +194,9 @@ def key_commands(
     if not has_tlog_entry:
         argv.append("--insecure-ignore-tlog")
     argv.append(_positional(artifact_file))
-    return [VerifyCommand("cosign", tuple(argv), f"{key_file}: the contributor's registered key")]
+    note = f"{key_file}: the contributor's registered key. {KEY_SIGNED_UPSTREAM_NOTE}"
+    commands.append(VerifyCommand("cosign", tuple(argv), note))
+    return commands
 
 
 def commands_for(
@@ -200,4 +237,5 @@ def commands_for(
         bundle_file=bundle_file,
         artifact_file=artifact_file,
         key_file=key_file,
+        aicr_input=aicr_input,
     )

@@ -48,6 +48,7 @@ ROUTES = {
     "api:upload-detail": "/api/v1/uploads/1/",
     "api:signer-list": "/api/v1/signers/",
     "api:signer-detail": "/api/v1/signers/0123456789abcdef0123456789abcdef/",
+    "api:key-list": "/api/v1/keys/",
     "api:export-ndjson": "/api/v1/export/evidence.ndjson",
     "api:export-csv": "/api/v1/export/evidence.csv",
     "api:export-audit": "/api/v1/export/audit.tar.gz",

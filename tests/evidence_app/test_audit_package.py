@@ -32,6 +32,7 @@ from evidence_app.exports.signing import public_pem, sign_manifest
 from evidence_app.models import Evidence, TrustRoot
 from evidence_app.services import demo
 from evidence_app.services.withdrawal import evidence_withdraw
+from evidence_app.verification.commands import KEY_SIGNED_UPSTREAM_NOTE
 from recipes_app.models import Recipe
 from tests.evidence_factories import FIRST_PARTY_IDENTITY, GITHUB_ISSUER, statement_for
 from tests.sigstore_private import PrivateSigstore
@@ -160,7 +161,10 @@ def test_it_writes_a_package_that_verifies_offline(
     assert any(p.startswith("trust/keys/") for p in files)
     assert "trust/allowlist.yaml" in files
     assert any(p.startswith("catalogs/") and p.endswith(".json.gz") for p in files)
-    assert "sha256sum --check" in files["README.md"].decode()
+    readme = files["README.md"].decode()
+    assert "sha256sum --check" in readme
+    assert "aicr evidence verify <dir> --key trust/keys/<signer_key_fingerprint>.pem" in readme
+    assert f"Key-signed records: {KEY_SIGNED_UPSTREAM_NOTE}" in readme
     consensus = json.loads(files["consensus.json"])
     assert consensus
     assert all(entry["state"] for entry in consensus.values())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,11 @@ from evidence_app.verification import (
     production_root,
     verify_signature,
 )
-from evidence_app.verification.commands import key_commands, keyless_commands
+from evidence_app.verification.commands import (
+    KEY_SIGNED_UPSTREAM_NOTE,
+    key_commands,
+    keyless_commands,
+)
 from evidence_app.verification.signature import SignatureOutcome
 from tests.shared_data import GOLDEN, SHARED
 from tests.sigstore_private import (
@@ -113,6 +118,31 @@ def test_it_builds_key_commands() -> None:
     assert logged.argv[:2] == ("cosign", "verify-blob")
     assert "--insecure-ignore-tlog" not in logged.argv
     assert "--type" not in logged.argv
+    assert KEY_SIGNED_UPSTREAM_NOTE in command.note
+
+
+def test_it_adds_aicr_evidence_verify_with_the_key_for_an_evidence_directory() -> None:
+    aicr, cosign = key_commands(predicate_type=AICR_V1, aicr_input="./summary-bundle")
+
+    assert aicr.text == "aicr evidence verify ./summary-bundle --key key.pub"
+    assert aicr.note.startswith("AICR v1.1+")
+    assert cosign.tool == "cosign"
+    assert KEY_SIGNED_UPSTREAM_NOTE in cosign.note
+    assert "keyless signatures only" in KEY_SIGNED_UPSTREAM_NOTE
+    with pytest.raises(ValueError, match="must not be empty or start with '-'"):
+        key_commands(predicate_type=AICR_V1, aicr_input="--key=/etc/passwd")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"predicate_type": AICR_V1},  # a bare bundle: aicr reads a directory or an OCI ref
+        {"predicate_type": "https://slsa.dev/provenance/v1", "aicr_input": "./summary-bundle"},
+        {"predicate_type": None, "message_signature": True, "aicr_input": "./summary-bundle"},
+    ],
+)
+def test_it_adds_no_aicr_command_where_aicr_cannot_verify(kwargs: dict[str, Any]) -> None:
+    assert [c.tool for c in key_commands(**kwargs)] == ["cosign"]
 
 
 def test_it_builds_commands_only_from_a_verified_outcome() -> None:
@@ -150,9 +180,9 @@ def test_it_builds_commands_only_from_a_verified_outcome() -> None:
 
     key = generate_key("ed25519")
     keyed = verify_signature(sign_dsse_with_key(statement, key), public_keys=[public_pem(key)])
-    assert [c.argv[-2] for c in commands_for(keyed, predicate_type=predicate_type)] == [
-        "--insecure-ignore-tlog"
-    ]
+    aicr, cosign = commands_for(keyed, predicate_type=predicate_type)
+    assert aicr.argv == ("aicr", "evidence", "verify", "./summary-bundle", "--key", "key.pub")
+    assert cosign.argv[-2] == "--insecure-ignore-tlog"
 
 
 def test_it_refuses_option_like_file_names() -> None:

@@ -3,6 +3,7 @@
 Reads of recipes, evidence, signers and the published dashboard data are public; uploads need
 a contributor or maintainer; withdrawing someone else's evidence a maintainer; upload status
 its uploader, an auditor or a maintainer (another contributor: 403); exports an auditor or
+maintainer; registered keys are listed by an auditor or maintainer and registered by a
 maintainer. Clusters are read by auditors and maintainers (a server address says where the GPU
 infrastructure is) and written, tested, validated on and cancelled by maintainers; runs are
 read by anyone; the snapshot check is public. A new route fails
@@ -56,6 +57,9 @@ MATRIX: list[tuple[str, str, str, dict[str, Any] | None, tuple[int, ...]]] = [
     ("api:upload-detail", "get", "/api/v1/uploads/{upload}/", None, (401, 403, 200, 200)),
     ("api:signer-list", "get", "/api/v1/signers/", None, ALL_200),
     ("api:signer-detail", "get", "/api/v1/signers/{signer}/", None, ALL_200),
+    # Registered keys: read by auditors and maintainers, registered by maintainers only.
+    ("api:key-list", "get", "/api/v1/keys/", None, (401, 403, 200, 200)),
+    ("api:key-list", "post", "/api/v1/keys/", {}, MAINTAINER_WRITE_BAD_BODY),
     ("api:export-ndjson", "get", "/api/v1/export/evidence.ndjson", None, EXPORT),
     ("api:export-csv", "get", "/api/v1/export/evidence.csv", None, EXPORT),
     ("api:export-audit", "get", "/api/v1/export/audit.tar.gz", None, EXPORT),
