@@ -243,6 +243,25 @@ def test_it_labels_demo_simulated_withdrawn_and_stale_evidence(
     assert "seed_demo" not in page  # an upload signed with a demo key was not seeded
 
 
+def test_it_never_shows_a_simulated_record_of_a_counted_signer_as_counting(
+    client: Client, recipe: Recipe
+) -> None:
+    counted = full_evidence(recipe)
+    simulated = full_evidence(recipe, is_simulated=True)
+    assert counted.signer.counted
+    assert simulated.signer.counted
+
+    counted_page = client.get(detail_url(counted)).content.decode()
+    simulated_page = client.get(detail_url(simulated)).content.decode()
+
+    assert "✓ counts" in counted_page
+    assert "✓ counts" not in simulated_page
+    assert ">not counted</span>" in simulated_page
+    # The signer's class reads as the signer's, never as this record's standing.
+    assert ">counted signer</span>" in simulated_page
+    assert ">counted</span>" not in simulated_page
+
+
 def commands_in(page: str) -> list[str]:
     return [
         html.unescape(text)
