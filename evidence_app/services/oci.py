@@ -605,6 +605,7 @@ def oci_upload_process(*, upload_id: int) -> UploadLog | None:
             user=log.user,
             channel="oci",
             oci_ref=ref.pinned,
+            oci_manifest_digest=pulled.manifest_digest,
             upload=log,
         )
     except Exception:
