@@ -197,6 +197,39 @@ def test_a_v3_directory_whose_predicate_recipe_disagrees_with_recipe_yaml_is_ref
     assert "differs from predicate.recipe.digest" in result.reason
 
 
+@pytest.mark.parametrize(
+    ("recipe_yaml", "text"),
+    [
+        (b"apiVersion: [aicr.run/v1alpha2\n", "cannot compute the recipe digest"),
+        (
+            b"apiVersion: aicr.run/v1\n---\napiVersion: aicr.run/v1alpha2\n",
+            "more than one document",
+        ),
+        # another apiVersion is other content: the V3 digest covers apiVersion
+        (None, "recipe.yaml: its V3 digest"),
+    ],
+)
+def test_a_v3_directory_with_a_malformed_or_restamped_recipe_yaml_is_refused(
+    ingest: Any,
+    keyless: Callable[..., bytes],
+    example_recipe: Recipe,
+    recipe_yaml: bytes | None,
+    text: str,
+) -> None:
+    statement = v3_statement(example_recipe)
+    files = example_files()
+    original = files["summary-bundle/recipe.yaml"]
+    files["summary-bundle/recipe.yaml"] = recipe_yaml or original.replace(
+        b"apiVersion: aicr.run/v1alpha2", b"apiVersion: aicr.run/v1", 1
+    )
+    files = _relisted(files, statement)
+    files["summary-bundle/attestation.intoto.jsonl"] = (
+        keyless(statement).replace(b"\n", b"") + b"\n"
+    )
+
+    refused(ingest(tarball(files), filename="e.tar.gz"), "manifest", text)
+
+
 def test_an_uploaded_directory_with_an_artifact_subject_is_sent_to_its_oci_reference(
     ingest: Any, keyless: Callable[..., bytes], example_recipe: Recipe
 ) -> None:
