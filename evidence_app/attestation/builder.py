@@ -11,6 +11,11 @@ example bundle in ``tests/evidence_app/test_attestation.py``):
 ``statement.intoto.json``  the in-toto Statement, Go ``json.Marshal`` (compact, no newline)
 
 The statement's predicate is a Go map, so its keys are sorted at every level.
+
+Predicate type (``BundleInput.predicate_type``, chosen by the caller): recipe-evidence v1 for an
+unprofiled recipe, v2 (with ``predicate.profile``) for a profiled one, or v3 (AICR 1.x: profile
+when the recipe has one). The recipe and subject digest is the one that type is checked with
+(``verification.digests``): the legacy digest for v1/v2, the V3 digest for v3.
 """
 
 from __future__ import annotations
@@ -23,14 +28,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 from evidence_app.corroborate.gojson import marshal, marshal_indent
-from recipes_app.resolver import marshal_deterministic
+from evidence_app.verification.digests import (
+    PREDICATE_V3,
+    DigestScheme,
+    recipe_yaml_digests,
+    scheme_for,
+)
+from evidence_app.verification.statement import PREDICATE_V1 as PREDICATE_V1  # re-exported
+from evidence_app.verification.statement import PREDICATE_V2
+from recipes_app.resolver import CatalogError, marshal_canonical, marshal_deterministic
+from recipes_app.resolver.yamlload import Ctx, as_any, parse_raw
 
 from .bom import FORMAT, SPEC_VERSION, synthesize_bom
 from .fingerprint import criteria_match, fingerprint_of
 from .redact import redact_ctrf, redact_snapshot, redaction_predicate
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
-PREDICATE_V1 = "https://aicr.run/recipe-evidence/v1"
 SCHEMA_VERSION = "1.0.0"
 MANIFEST = "manifest.json"
 STATEMENT = "statement.intoto.json"
@@ -49,6 +62,7 @@ class RecipeInput:
     canonical_yaml: str
     criteria: Mapping[str, Any]
     components: Sequence[Mapping[str, Any]]
+    profile: str = ""  # the selected profile, "<name>=<value>"; "" for an unprofiled recipe
 
     @classmethod
     def of(cls, recipe: Any) -> RecipeInput:
@@ -57,11 +71,18 @@ class RecipeInput:
             canonical_yaml=recipe.canonical_yaml,
             criteria=dict(recipe.criteria),
             components=list(recipe.components or []),
+            profile=recipe.profile or "",
         )
 
     @property
     def digest(self) -> str:
+        """The legacy digest (recipe.yaml is the canonical form, so its plain sha256)."""
         return hashlib.sha256(self.canonical_yaml.encode()).hexdigest()
+
+    def digest_under(self, scheme: DigestScheme) -> str:
+        if scheme is DigestScheme.LEGACY:
+            return self.digest
+        return recipe_yaml_digests(self.canonical_yaml).v3
 
 
 @dataclass(frozen=True)
@@ -75,6 +96,7 @@ class BundleInput:
     attested_at: datetime
     bom_serial: str  # urn:uuid:…
     redact: bool = True  # False = AICR's --full (demo data keeps its performance lines)
+    predicate_type: str = PREDICATE_V1
 
 
 @dataclass(frozen=True)
@@ -99,6 +121,35 @@ def _sorted_keys(value: Any) -> Any:
 def _phase_summary(report: bytes) -> dict[str, int]:
     summary = json.loads(report)["results"]["summary"]
     return {key: int(summary.get(key, 0)) for key in ("passed", "failed", "skipped")}
+
+
+def profile_predicate(recipe: RecipeInput) -> dict[str, str]:
+    """``predicate.profile`` of a profiled recipe: ``selection`` "<name>=<value>", the profile's
+    ``advertiser`` when it declares one, and ``policyDescriptorIdentity``.
+
+    How AICR computes ``policyDescriptorIdentity`` is not known offline (no v2/v3 predicate
+    with one is reachable, AICR-V1.md §10). This site derives it deterministically from the
+    recipe's own profile declaration (``metadata.selectedProfile``: name, value, advertiser,
+    ownedPaths), as ``sha256:`` of its canonical YAML: a site-derived identity, stable for the
+    same declaration, not a value AICR would reproduce.
+    """
+    try:
+        doc = as_any(parse_raw(recipe.canonical_yaml, "recipe.yaml"), Ctx("recipe.yaml"))
+    except CatalogError as exc:
+        raise BundleError(f"recipe.yaml: {str(exc)[:200]}") from None
+    metadata = doc.get("metadata") if isinstance(doc, dict) else None
+    declared = metadata.get("selectedProfile") if isinstance(metadata, dict) else None
+    if not isinstance(declared, dict) or not declared.get("name"):
+        raise BundleError(
+            f"recipe.yaml: recipe {recipe.name} selects profile {recipe.profile!r} but declares "
+            "no metadata.selectedProfile"
+        )
+    selection = recipe.profile or f"{declared['name']}={declared.get('value', '')}"
+    identity = hashlib.sha256(marshal_canonical(declared).encode()).hexdigest()
+    block = {"selection": selection, "policyDescriptorIdentity": f"sha256:{identity}"}
+    if isinstance(declared.get("advertiser"), str) and declared["advertiser"]:
+        block["advertiser"] = declared["advertiser"]
+    return block
 
 
 def rfc3339(when: datetime) -> str:
@@ -130,6 +181,9 @@ def build_summary_bundle(inputs: BundleInput) -> SummaryBundleFiles:
     phases = _add_ctrf_reports(files, inputs)
     manifest, file_count = _manifest(files)
     fingerprint = fingerprint_of(inputs.snapshot)
+    if inputs.predicate_type not in (PREDICATE_V1, PREDICATE_V2, PREDICATE_V3):
+        raise BundleError(f"predicate type {inputs.predicate_type!r} is not one this site writes")
+    digest = recipe.digest_under(scheme_for(inputs.predicate_type))
     predicate: dict[str, Any] = {
         "aicrVersion": inputs.aicr_version,
         "attestedAt": attested_at,
@@ -143,7 +197,7 @@ def build_summary_bundle(inputs: BundleInput) -> SummaryBundleFiles:
         "fingerprint": fingerprint,
         "manifest": {"digest": f"sha256:{_sha(manifest)}", "fileCount": file_count},
         "phases": phases,
-        "recipe": {"digest": recipe.digest, "name": recipe.name},
+        "recipe": {"digest": digest, "name": recipe.name},
         "schemaVersion": SCHEMA_VERSION,
         "validatorCatalogVersion": inputs.validator_catalog_version,
         "validatorImages": [
@@ -152,17 +206,21 @@ def build_summary_bundle(inputs: BundleInput) -> SummaryBundleFiles:
     }
     if inputs.redact:
         predicate["redaction"] = redaction_predicate()
+    if inputs.predicate_type == PREDICATE_V2 or (
+        inputs.predicate_type == PREDICATE_V3 and recipe.profile
+    ):
+        predicate["profile"] = profile_predicate(recipe)
     statement = marshal(
         {
             "_type": STATEMENT_TYPE,
-            "subject": [{"name": f"recipe:{recipe.name}", "digest": {"sha256": recipe.digest}}],
-            "predicateType": PREDICATE_V1,
+            "subject": [{"name": f"recipe:{recipe.name}", "digest": {"sha256": digest}}],
+            "predicateType": inputs.predicate_type,
             "predicate": _sorted_keys(predicate),
         }
     )
     files[MANIFEST] = manifest
     files[STATEMENT] = statement
-    return SummaryBundleFiles(files=files, statement=statement, recipe_digest=recipe.digest)
+    return SummaryBundleFiles(files=files, statement=statement, recipe_digest=digest)
 
 
 def _add_ctrf_reports(files: dict[str, bytes], inputs: BundleInput) -> dict[str, Any]:

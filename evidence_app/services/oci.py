@@ -18,16 +18,26 @@
 * The evidence layer is the one with a Sigstore bundle media type (or a ``*.sigstore.json`` /
   ``*.jsonl`` title), else the one tar(+gzip) layer (an evidence directory), else the only layer
   (``oras push`` of a plain file).
+* An evidence directory pushed unsigned and signed afterwards (``aicr evidence publish
+  --no-sign`` + ``aicr evidence sign``, AICR-V1.md §7) has its Sigstore bundle attached as an
+  OCI referrer whose subject is the artifact's manifest, and the bundle's in-toto subject is
+  that manifest digest. Such a directory's signature is looked up with the Referrers API
+  (``/v2/<repo>/referrers/<digest>``), or the referrers tag schema (tag ``sha256-<hex>``) on a
+  registry without it, as ``aicr evidence verify`` does. The bundle is written into the
+  directory as its ``attestation.intoto.jsonl`` (a file the manifest never lists), so the stored
+  evidence is the self-contained directory ``aicr evidence verify ./summary-bundle`` reads.
 """
 
 from __future__ import annotations
 
 import hashlib
 import http.client
+import io
 import ipaddress
 import logging
 import re
 import socket
+import tarfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -43,6 +53,13 @@ from django.utils import timezone
 from evidence_app.models import UploadLog, UploadOutcome, UploadState, Verdict
 from evidence_app.services.ingest import evidence_ingest, max_upload_bytes
 from evidence_app.verification._json import JSONLimitError, JSONLimits, load_json
+from evidence_app.verification.pipeline import is_archive
+from evidence_app.verification.summary_bundle import (
+    ATTESTATION,
+    SummaryBundleError,
+    open_summary_bundle,
+    read_archive,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -391,6 +408,7 @@ class PulledEvidence:
     filename: str
     manifest_digest: str
     layer_digest: str
+    referrer_digest: str = ""  # the referrer manifest the signature came from, if any
 
 
 def _descriptor(item: Any, where: str) -> dict[str, Any]:
@@ -443,21 +461,20 @@ def _choose_layer(manifest: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def oci_pull(ref: OciRef) -> PulledEvidence:
-    """Fetch the evidence layer of ``ref`` (see the module docstring)."""
-    base = f"{_scheme(ref)}://{ref.registry}/v2/{ref.repository}"
+def _pinned_manifest(base: str, *, ref: OciRef, digest: str) -> tuple[dict[str, Any], str]:
+    """The manifest ``digest`` names (its bytes checked against it) and its media type."""
     body, content_type = _get(
-        f"{base}/manifests/{ref.digest}",
+        f"{base}/manifests/{digest}",
         ref=ref,
         accept=ACCEPT,
         limit=MAX_MANIFEST_BYTES,
-        what=f"manifest {ref.digest}",
+        what=f"manifest {digest}",
     )
     actual = "sha256:" + hashlib.sha256(body).hexdigest()
-    if actual != ref.digest:
+    if actual != digest:
         raise OciError(
             f"the registry answered with a manifest whose digest is {actual}, not the pinned "
-            f"{ref.digest}",
+            f"{digest}",
             verdict=Verdict.INVALID,
         )
     try:
@@ -466,18 +483,11 @@ def oci_pull(ref: OciRef) -> PulledEvidence:
         raise OciError(str(exc), verdict=Verdict.INVALID) from None
     if not isinstance(manifest, dict):
         raise OciError("the manifest is not a JSON object", verdict=Verdict.INVALID)
-    media_type = manifest.get("mediaType") or content_type.split(";")[0].strip()
-    if media_type in INDEXES:
-        raise OciError(
-            "the digest names an image index, not an artifact: pin the digest of the evidence "
-            "artifact's own manifest"
-        )
-    if media_type not in (OCI_MANIFEST, DOCKER_MANIFEST, OCI_ARTIFACT_MANIFEST):
-        raise OciError(
-            f"unsupported manifest media type {str(media_type)[:100]!r}",
-            verdict=Verdict.UNSUPPORTED,
-        )
-    layer = _choose_layer(manifest)
+    return manifest, str(manifest.get("mediaType") or content_type.split(";")[0].strip())
+
+
+def _layer_blob(base: str, *, ref: OciRef, layer: dict[str, Any]) -> bytes:
+    """The blob ``layer`` describes, checked against its size and digest."""
     limit = max_upload_bytes()
     if layer["size"] > limit:
         raise OciError(f"the evidence layer is {layer['size']} bytes, over the limit of {limit}")
@@ -496,6 +506,31 @@ def oci_pull(ref: OciRef) -> PulledEvidence:
             f"blob {layer['digest']} does not match its descriptor (size or sha256)",
             verdict=Verdict.INVALID,
         )
+    return data
+
+
+def oci_pull(ref: OciRef) -> PulledEvidence:
+    """Fetch the evidence layer of ``ref`` (see the module docstring)."""
+    base = f"{_scheme(ref)}://{ref.registry}/v2/{ref.repository}"
+    manifest, media_type = _pinned_manifest(base, ref=ref, digest=ref.digest)
+    if media_type in INDEXES:
+        raise OciError(
+            "the digest names an image index, not an artifact: pin the digest of the evidence "
+            "artifact's own manifest"
+        )
+    if media_type not in (OCI_MANIFEST, DOCKER_MANIFEST, OCI_ARTIFACT_MANIFEST):
+        raise OciError(
+            f"unsupported manifest media type {str(media_type)[:100]!r}",
+            verdict=Verdict.UNSUPPORTED,
+        )
+    layer = _choose_layer(manifest)
+    data = _layer_blob(base, ref=ref, layer=layer)
+    referrer_digest = ""
+    if _unsigned_directory(data):
+        signature = _referrer_bundle(base, ref=ref)
+        if signature is not None:
+            referrer_digest, bundle = signature
+            data = _with_attestation(data, bundle)
     found = layer.get("annotations")
     annotations: dict[str, Any] = found if isinstance(found, dict) else {}
     filename = annotations.get(TITLE) if isinstance(annotations.get(TITLE), str) else ""
@@ -505,7 +540,89 @@ def oci_pull(ref: OciRef) -> PulledEvidence:
         filename=(filename or layer["digest"].replace(":", "-"))[:255],
         manifest_digest=ref.digest,
         layer_digest=layer["digest"],
+        referrer_digest=referrer_digest,
     )
+
+
+# --- signatures attached as referrers (AICR-V1.md §7) ----------------------------------------
+
+
+def _unsigned_directory(data: bytes) -> bool:
+    """An evidence directory without its own attestation (an unreadable one is left for the
+    verification pipeline to report)."""
+    if not is_archive(data):
+        return False
+    try:
+        return open_summary_bundle(data).signed_bundle is None
+    except SummaryBundleError:
+        return False
+
+
+def _referrers_index(base: str, *, ref: OciRef) -> dict[str, Any] | None:
+    """The image index of manifests whose subject is ``ref``: the Referrers API, else the
+    referrers tag schema; None when the registry has neither for it."""
+    accept = INDEXES[0]
+    fallback = f"{base}/manifests/{ref.digest.replace(':', '-')}"
+    for url, what in (
+        (f"{base}/referrers/{ref.digest}", f"referrers of {ref.digest}"),
+        (fallback, f"referrers tag of {ref.digest}"),
+    ):
+        try:
+            body, _ = _get(url, ref=ref, accept=accept, limit=MAX_MANIFEST_BYTES, what=what)
+        except OciError as exc:
+            if "HTTP 404" in exc.message:
+                continue
+            raise
+        try:
+            index = load_json(body, what="referrers index", limits=_MANIFEST_LIMITS)
+        except JSONLimitError as exc:
+            raise OciError(str(exc), verdict=Verdict.INVALID) from None
+        if isinstance(index, dict) and isinstance(index.get("manifests"), list):
+            return index
+        raise OciError(f"{what} is not an image index", verdict=Verdict.INVALID)
+    return None
+
+
+def _referrer_bundle(base: str, *, ref: OciRef) -> tuple[str, bytes] | None:
+    """(referrer manifest digest, Sigstore bundle) of the first Sigstore-bundle referrer of
+    ``ref``, or None. The referrer's own manifest is re-read by digest and must name ``ref`` as
+    its subject: the index is the registry's word, not trusted for content."""
+    index = _referrers_index(base, ref=ref)
+    if index is None:
+        return None
+    for i, item in enumerate(index["manifests"][:64]):
+        descriptor = _descriptor(item, f"referrers[{i}]")
+        if not str(descriptor.get("artifactType") or "").startswith(BUNDLE_MEDIA_PREFIX):
+            continue
+        manifest, _ = _pinned_manifest(base, ref=ref, digest=descriptor["digest"])
+        subject = manifest.get("subject")
+        if not isinstance(subject, dict) or subject.get("digest") != ref.digest:
+            raise OciError(
+                f"referrer {descriptor['digest']} does not name {ref.digest} as its subject",
+                verdict=Verdict.INVALID,
+            )
+        layer = _choose_layer(manifest)
+        return descriptor["digest"], _layer_blob(base, ref=ref, layer=layer)
+    return None
+
+
+def _with_attestation(data: bytes, bundle: bytes) -> bytes:
+    """The evidence directory ``data`` with ``bundle`` as its ``attestation.intoto.jsonl``
+    (beside manifest.json), as a tar.gz with fixed metadata."""
+    try:
+        files = read_archive(data)
+        root = open_summary_bundle(data).root
+    except SummaryBundleError:
+        return data  # unreadable after all: the pipeline reports it on the original bytes
+    files[f"{root}{ATTESTATION}"] = bundle.replace(b"\n", b"").strip() + b"\n"
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        for name, content in sorted(files.items()):
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(content))
+    return out.getvalue()
 
 
 # --- the upload workflow ---------------------------------------------------------------------
@@ -605,6 +722,7 @@ def oci_upload_process(*, upload_id: int) -> UploadLog | None:
             user=log.user,
             channel="oci",
             oci_ref=ref.pinned,
+            oci_manifest_digest=pulled.manifest_digest,
             upload=log,
         )
     except Exception:

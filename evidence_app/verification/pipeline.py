@@ -4,6 +4,14 @@
 tar / tar.gz) and returns a ``VerificationReport`` whose transcript records each step; it stops
 at the first failing step. The Django app then records ``bind`` and ``classify`` on the same
 transcript (``report.transcript.record(...)``).
+
+Subjects: ``recipe:<name>`` with the recipe digest, or the OCI artifact the bundle was pushed
+as (AICR-V1.md §1, §7: ``aicr evidence publish`` signs the artifact's manifest digest). An
+artifact subject is accepted only with the content it signs: an evidence directory that came
+from that very artifact (``oci_manifest_digest``, the digest the site pulled and checked, must
+be the subject's), whose recipe.yaml then carries the recipe identity (manifest step). A bare
+bundle, or a directory uploaded as a file, has no OCI manifest to check the subject against:
+it is refused at the statement step, saying to submit the OCI reference instead.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .bundle import BundleError, ParsedBundle, parse_bundle
+from .digests import scheme_for
 from .signature import SignatureOutcome, verify_signature
 from .statement import AicrStatement, StatementError, parse_statement
 from .summary_bundle import (
@@ -96,13 +105,15 @@ def verify_evidence(
     identity_regex: str | None = None,
     extra_policies: Mapping[str, str] | Iterable[Any] | None = None,
     public_keys: Sequence[bytes | str] | Mapping[str, bytes | str] = (),
-    allow_artifact_subject: bool = False,
+    oci_manifest_digest: str | None = None,
     artifact: bytes | None = None,
     now: datetime | None = None,
     report_unlisted_issuers: bool = False,
 ) -> VerificationReport:
     """Verify ``data``; ``artifact``: the signed file, for a message signature (and checked
-    against a DSSE statement's subject). ``now``: the clock ``attestedAt`` is checked against.
+    against a DSSE statement's subject). ``oci_manifest_digest``: ``sha256:<hex>`` of the OCI
+    manifest ``data`` was pulled from (checked against the registry's answer by the caller),
+    which an OCI-artifact subject must name. ``now``: the clock ``attestedAt`` is checked against.
     ``report_unlisted_issuers``: a keyless signature by an issuer not in ``issuer`` passes,
     flagged (``outcome.signer.issuer_listed``), instead of failing."""
     tarball = is_archive(data)
@@ -132,7 +143,11 @@ def verify_evidence(
         return report
     report.transcript.ok_step("signature", outcome.detail)
     statement = _statement_step(
-        report, outcome, allow_artifact_subject=allow_artifact_subject, now=now
+        report,
+        outcome,
+        archive=archive,
+        oci_manifest_digest=oci_manifest_digest,
+        now=now or datetime.now(UTC),
     )
     if statement is not None and archive is not None:
         _manifest_step(report, archive, statement)
@@ -195,35 +210,68 @@ def _configuration_failure(exc: ValueError) -> SignatureOutcome:
     return SignatureOutcome(status="invalid", detail=message, step="signature")
 
 
+def _artifact_subject_problem(
+    statement: AicrStatement, *, archive: SummaryArchive | None, oci_manifest_digest: str | None
+) -> str:
+    """Why an OCI-artifact subject cannot be accepted with what arrived ("" when it can, or
+    the subject is ``recipe:<name>``); see the module docstring."""
+    if not statement.artifact_subject:
+        return ""
+    subject = f"{statement.subject.name[:200]!r} (sha256:{statement.subject.sha256[:12]}…)"
+    if archive is None:
+        return (
+            f"subject {subject} is an OCI artifact, not recipe:{statement.recipe_name}: a "
+            "bare bundle does not carry the recipe.yaml its predicate.recipe must be checked "
+            "against; submit the evidence by its OCI reference"
+        )
+    if oci_manifest_digest is None:
+        return (
+            f"subject {subject} is an OCI artifact, not recipe:{statement.recipe_name}: an "
+            "uploaded evidence directory has no OCI manifest to check that digest against; "
+            "submit it by its OCI reference (registry/repository@sha256:"
+            f"{statement.subject.sha256[:12]}…)"
+        )
+    if oci_manifest_digest != f"sha256:{statement.subject.sha256}":
+        return (
+            f"subject digest sha256:{statement.subject.sha256[:12]}… is not the digest of the "
+            f"OCI artifact the evidence was pulled as ({oci_manifest_digest[:19]}…)"
+        )
+    return ""
+
+
 def _statement_step(
     report: VerificationReport,
     outcome: SignatureOutcome,
     *,
-    allow_artifact_subject: bool,
-    now: datetime | None,
+    archive: SummaryArchive | None,
+    oci_manifest_digest: str | None,
+    now: datetime,
 ) -> AicrStatement | None:
     """The verified payload as AICR recipe evidence attested no later than now (and than the
-    log's integration time); ``None`` when it is not (the transcript says why)."""
+    log's integration time), with a subject what arrived can vouch for; ``None`` when it is
+    not (the transcript says why)."""
     transcript = report.transcript
     try:
         statement = parse_statement(
-            outcome.payload,
-            payload_type=outcome.payload_type,
-            allow_artifact_subject=allow_artifact_subject,
+            outcome.payload, payload_type=outcome.payload_type, allow_artifact_subject=True
         )
     except StatementError as exc:
         transcript.fail("statement", str(exc))
         return None
-    future = _future_attestation(statement, outcome, now or datetime.now(UTC))
-    if future:
-        transcript.fail("statement", future)
+    problem = _artifact_subject_problem(
+        statement, archive=archive, oci_manifest_digest=oci_manifest_digest
+    ) or _future_attestation(statement, outcome, now)
+    if problem:
+        transcript.fail("statement", problem)
         return None
     report.statement = statement
+    subject = f"; subject OCI artifact {oci_manifest_digest}" if statement.artifact_subject else ""
     transcript.ok_step(
         "statement",
         f"{statement.predicate_type}: recipe {statement.recipe_name} "
         f"sha256:{statement.recipe_digest[:12]}…, "
-        f"attested {statement.attested_at:%Y-%m-%dT%H:%M:%SZ}, AICR {statement.aicr_version}",
+        f"attested {statement.attested_at:%Y-%m-%dT%H:%M:%SZ}, AICR {statement.aicr_version}"
+        + subject,
     )
     return statement
 
@@ -239,10 +287,16 @@ def _manifest_step(
         report.transcript.fail("manifest", str(exc))
         return
     report.summary = summary
+    recipe = (
+        f"; recipe.yaml has predicate.recipe's {scheme_for(statement.predicate_type).label}"
+        if summary.recipe_digests is not None
+        else ""
+    )
     report.transcript.ok_step(
         "manifest",
         f"{len(summary.manifest)} files match manifest.json; CTRF digests match for "
-        + ", ".join(sorted(summary.ctrf)),
+        + ", ".join(sorted(summary.ctrf))
+        + recipe,
     )
 
 

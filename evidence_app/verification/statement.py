@@ -1,9 +1,14 @@
 """Parse an in-toto Statement v1 carrying AICR recipe evidence (strict, bounded).
 
 Predicate types: ``https://aicr.run/recipe-evidence/v1`` (unprofiled recipes), ``…/v2`` (the
-recipe carries a configuration profile: ``predicate.profile`` is required) and the legacy
-``https://aicr.nvidia.com/recipe-evidence/v1``. The subject is ``recipe:<name>`` with the
-canonical recipe digest, which must equal ``predicate.recipe`` (name and digest).
+recipe carries a configuration profile: ``predicate.profile`` is required), ``…/v3`` (all
+evidence AICR 1.x produces: ``predicate.profile`` optional, the recipe digest is the V3 digest,
+see ``digests``) and the legacy ``https://aicr.nvidia.com/recipe-evidence/v1``. Any other
+predicate type, a later ``…/v4`` included, is refused naming the supported ones.
+
+The subject is ``recipe:<name>`` with the recipe digest, which must equal ``predicate.recipe``
+(name and digest), or, where the caller allows it, the OCI artifact a bundle was pushed as
+(``artifact_subject``; the pipeline then checks the artifact and the bundled recipe.yaml).
 
 Every error is a ``StatementError(field, message)`` naming the JSON path of the problem.
 Unknown predicate fields are tolerated (AICR adds fields additively) but count against the
@@ -21,6 +26,7 @@ from typing import Any
 
 from ._json import JSONLimitError, JSONLimits, load_json
 from .bundle import IN_TOTO_PAYLOAD_TYPE
+from .digests import PREDICATE_V3
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_V1 = "https://aicr.run/recipe-evidence/v1"
@@ -29,8 +35,13 @@ PREDICATE_LEGACY_V1 = "https://aicr.nvidia.com/recipe-evidence/v1"
 PREDICATE_TYPES: dict[str, str] = {
     PREDICATE_V1: "v1",
     PREDICATE_V2: "v2",
+    PREDICATE_V3: "v3",
     PREDICATE_LEGACY_V1: "legacy-v1",
 }
+_EVIDENCE_FAMILIES = (
+    "https://aicr.run/recipe-evidence/",
+    "https://aicr.nvidia.com/recipe-evidence/",
+)
 MAX_STATEMENT_BYTES = 1_000_000
 MAX_STRING = 4096
 STATEMENT_LIMITS = JSONLimits(max_bytes=MAX_STATEMENT_BYTES, max_depth=32, max_object_keys=512)
@@ -133,7 +144,7 @@ class AicrStatement:
     """AICR recipe evidence, as claimed by the (verified) signer."""
 
     predicate_type: str
-    predicate_version: str  # "v1" | "v2" | "legacy-v1"
+    predicate_version: str  # "v1" | "v2" | "v3" | "legacy-v1"
     subject: Subject
     recipe_name: str
     recipe_digest: str
@@ -469,8 +480,14 @@ def parse_statement_object(
     profile = None
     if version == "v2":
         profile = _parse_profile(_required(predicate, "profile", "predicate"))
+    elif version == "v3":
+        # v3 carries a profile for profiled recipes and none for others (AICR-V1.md §1).
+        if predicate.get("profile") is not None:
+            profile = _parse_profile(predicate["profile"])
     elif predicate.get("profile") is not None:
-        raise StatementError("predicate.profile", f"a profile needs predicate type {PREDICATE_V2}")
+        raise StatementError(
+            "predicate.profile", f"a profile needs predicate type {PREDICATE_V2} or {PREDICATE_V3}"
+        )
 
     return AicrStatement(
         predicate_type=ptype,
@@ -516,8 +533,14 @@ def _predicate_type(statement: Mapping[str, Any]) -> tuple[str, str]:
     ptype = _str(_required(statement, "predicateType", ""), "predicateType", limit=512)
     version = PREDICATE_TYPES.get(ptype)
     if version is None:
+        supported = ", ".join(PREDICATE_TYPES)
+        what = (
+            "is a recipe-evidence version this site does not verify"
+            if ptype.startswith(_EVIDENCE_FAMILIES)
+            else "is not AICR recipe evidence"
+        )
         raise StatementError(
-            "predicateType", f"predicate type {ptype[:200]!r} is not AICR recipe evidence"
+            "predicateType", f"predicate type {ptype[:200]!r} {what} (supported: {supported})"
         )
     return ptype, version
 

@@ -17,6 +17,12 @@ unlisted file; ``predicate.manifest.digest`` = sha256(manifest.json) and ``fileC
 ``predicate.phases[p].ctrfDigest`` = sha256(``ctrf/<p>.json``) and the phase counts agree with
 the report; ``predicate.bom.digest`` = sha256(``bom.cdx.json``). When a verified statement is
 given, ``statement.intoto.json`` (if present) must say the same thing.
+
+``predicate.recipe.digest`` must be ``recipe.yaml``'s digest under the predicate type's scheme
+(``digests.scheme_for``) for a v3 statement and for any statement whose subject is an OCI
+artifact: there the subject does not name the recipe, so the bundled recipe.yaml is what ties
+the predicate's recipe identity to content. A v1/v2 ``recipe:<name>`` statement signs the
+legacy digest as its subject and is bound by it, as before (its recipe.yaml is not re-hashed).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from types import MappingProxyType
 
 from ._json import JSONLimitError, JSONLimits, load_json
 from .ctrf import CtrfError, CtrfReport, parse_ctrf
+from .digests import DigestScheme, RecipeDigests, RecipeYamlError, recipe_yaml_digests, scheme_for
 from .statement import AicrStatement, PhaseSummary, StatementError, parse_statement
 
 MAX_ARCHIVE_BYTES = 32 * 1024 * 1024
@@ -112,10 +119,14 @@ class SummaryBundle:
     bom: bytes | None = field(repr=False)
     ctrf: Mapping[str, CtrfReport]
     pointer_yaml: bytes | None = field(default=None, repr=False)
+    # Both digests of recipe.yaml, when it was checked against the predicate (see the module
+    # docstring); None for a v1/v2 ``recipe:<name>`` statement.
+    recipe_digests: RecipeDigests | None = None
 
     @property
     def recipe_yaml_matches_digest(self) -> bool:
-        """sha256(recipe.yaml) = predicate recipe digest (true for AICR's canonical form)."""
+        """sha256(recipe.yaml) = predicate recipe digest (true for AICR's canonical form of a
+        legacy-digest record; a V3 record's digest leaves metadata.version out)."""
         return self.recipe_yaml_sha256 == self.statement.recipe_digest
 
 
@@ -366,6 +377,7 @@ def check_summary_files(
     if RECIPE not in listed:
         raise SummaryBundleError("missing from the bundle", file=RECIPE)
     recipe_yaml = files[RECIPE]
+    recipe_digests = _check_recipe_identity(recipe_yaml, statement)
     ctrf = _ctrf_reports(files, listed, statement)
     bom = files.get(BOM) if BOM in listed else None
     if statement.bom is not None:
@@ -387,6 +399,36 @@ def check_summary_files(
         bom=bom,
         ctrf=MappingProxyType(ctrf),
         pointer_yaml=archive.pointer_yaml,
+        recipe_digests=recipe_digests,
+    )
+
+
+def _check_recipe_identity(recipe_yaml: bytes, statement: AicrStatement) -> RecipeDigests | None:
+    """``predicate.recipe.digest`` against recipe.yaml under the predicate's digest scheme,
+    where the module docstring says it is required; the digests, or None where it is not."""
+    scheme = scheme_for(statement.predicate_type)
+    if scheme is not DigestScheme.V3 and not statement.artifact_subject:
+        return None
+    try:
+        digests = recipe_yaml_digests(recipe_yaml, path=RECIPE)
+    except RecipeYamlError as exc:
+        raise SummaryBundleError(
+            f"cannot compute the recipe digest predicate.recipe is checked with: {exc}",
+            file=RECIPE,
+        ) from None
+    expected = digests.under(scheme)
+    if statement.recipe_digest == expected:
+        return digests
+    hint = ""
+    if scheme is DigestScheme.V3 and statement.recipe_digest == digests.legacy:
+        hint = (
+            " (it is the file's legacy digest: a recipe-evidence/v3 statement carries the V3 "
+            "digest, which leaves metadata.version out)"
+        )
+    raise SummaryBundleError(
+        f"its {scheme.label} sha256:{expected[:12]}… differs from predicate.recipe.digest "
+        f"sha256:{statement.recipe_digest[:12]}…{hint}",
+        file=RECIPE,
     )
 
 

@@ -97,6 +97,7 @@ class RecipeListSerializer(serializers.ModelSerializer):
             "criteria",
             "coordinate",
             "digest",
+            "digest_v3",
             "component_count",
             "check_count",
             "change",
@@ -106,6 +107,19 @@ class RecipeListSerializer(serializers.ModelSerializer):
             "url",
             "html_url",
         ]
+        # Which evidence binds by which digest (evidence_app.verification.digests).
+        extra_kwargs = {
+            "digest": {
+                "help_text": "Legacy digest — recipe-evidence v1/v2 records bind by it "
+                "(`aicr evidence digest`: sha256 of the canonical YAML, metadata.version "
+                "included)."
+            },
+            "digest_v3": {
+                "help_text": "V3 digest — recipe-evidence v3 records bind by it (the same "
+                "canonical YAML with metadata.version excluded, so it does not change with "
+                "the aicr version that resolved the recipe)."
+            },
+        }
 
     @extend_schema_field(CriteriaSerializer)
     def get_criteria(self, recipe: Recipe) -> dict[str, str]:
@@ -271,6 +285,7 @@ class RecipeDetailSerializer(RecipeListSerializer):
             "component_count",
             "check_count",
             "digest",
+            "digest_v3",
             "parity_digest",
             "change",
             "catalog",

@@ -61,6 +61,7 @@ LIST_COLUMNS = (
     "platform",
     "coordinate",
     "digest",
+    "digest_v3",
     "component_count",
     "check_count",
     "change",

@@ -261,3 +261,21 @@ def test_readings_that_are_not_scalars_are_dropped_not_a_crash() -> None:
         ],
         "metadata": {"timestamp": datetime(2026, 1, 1, tzinfo=UTC)},
     }
+
+
+def test_a_v3_bundle_names_the_v3_digest_and_verifies_against_its_recipe_yaml() -> None:
+    from evidence_app.verification.summary_bundle import check_summary_files
+
+    bundle = build_summary_bundle(
+        _example_input(predicate_type="https://aicr.run/recipe-evidence/v3")
+    )
+    statement = json.loads(bundle.statement)
+
+    # AICR-V1.md §2's derived V3 digest of this very recipe.yaml
+    v3 = "7e1624a8f1aaeee2ae8b74197ad0ebb66f5f577da96c12e891c91c22536ae6a0"
+    assert statement["predicateType"] == "https://aicr.run/recipe-evidence/v3"
+    assert statement["subject"][0]["digest"]["sha256"] == v3
+    assert statement["predicate"]["recipe"]["digest"] == v3
+    assert "profile" not in statement["predicate"]
+    assert bundle.files["recipe.yaml"] == _golden("recipe.yaml")
+    assert check_summary_files(bundle.files).recipe_digests is not None

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from evidence_app.verification import StatementError, parse_statement
-from evidence_app.verification.statement import PREDICATE_LEGACY_V1, PREDICATE_V2
+from evidence_app.verification.statement import PREDICATE_LEGACY_V1, PREDICATE_V2, PREDICATE_V3
 from tests.shared_data import AICR, GOLDEN
 
 GOLDEN_STATEMENT = GOLDEN / "generated/evidence-example-full/summary-bundle/statement.intoto.json"
@@ -209,3 +209,44 @@ def test_it_normalises_rfc3339_offsets_and_fractions() -> None:
         _payload(_set("predicate.attestedAt", "2026-11-30T01:13:13.123456789+03:00"))
     )
     assert statement.attested_at == datetime(2026, 11, 29, 22, 13, 13, 123456, tzinfo=UTC)
+
+
+def _v3(doc: dict[str, Any]) -> None:
+    doc["predicateType"] = PREDICATE_V3
+
+
+def test_it_parses_v3_evidence_with_or_without_a_profile() -> None:
+    plain = parse_statement(_payload(_v3))
+    assert (plain.predicate_version, plain.profile) == ("v3", None)
+
+    def profiled(doc: dict[str, Any]) -> None:
+        _v2(doc)
+        _v3(doc)
+
+    with_profile = parse_statement(_payload(profiled))
+    assert with_profile.predicate_version == "v3"
+    assert with_profile.profile is not None
+    assert with_profile.profile.selection == "gpuStack=gcp-managed"
+
+
+def test_it_refuses_a_profile_under_v1_naming_the_types_that_carry_one() -> None:
+    def v1_with_profile(doc: dict[str, Any]) -> None:
+        _v2(doc)
+        doc["predicateType"] = "https://aicr.run/recipe-evidence/v1"
+
+    with pytest.raises(StatementError, match="recipe-evidence/v3") as info:
+        parse_statement(_payload(v1_with_profile))
+    assert info.value.field == "predicate.profile"
+
+
+def test_it_refuses_an_unknown_evidence_version_naming_the_supported_ones() -> None:
+    v4 = _payload(lambda d: d.__setitem__("predicateType", "https://aicr.run/recipe-evidence/v4"))
+
+    with pytest.raises(StatementError) as info:
+        parse_statement(v4)
+
+    assert info.value.field == "predicateType"
+    assert "recipe-evidence/v4" in info.value.message
+    assert "does not verify" in info.value.message
+    for supported in ("/v1", "/v2", "/v3", "aicr.nvidia.com/recipe-evidence/v1"):
+        assert supported in info.value.message

@@ -51,6 +51,7 @@ def test_it_lists_the_current_catalogs_recipes(client: Client, real_catalog: Cat
         },
         "coordinate": recipe.coordinate,
         "digest": recipe.digest,
+        "digest_v3": recipe.digest_v3,
         "component_count": recipe.component_count,
         "check_count": recipe.check_count,
         "change": recipe.change,
@@ -241,6 +242,7 @@ def test_it_shows_one_recipe_in_full(client: Client, real_catalog: Catalog) -> N
     assert set(body["checks"]) <= {"readiness", "deployment", "conformance", "performance"}
     assert body["check_count"] == sum(len(checks) for checks in body["checks"].values())
     assert body["digest"] == recipe.digest
+    assert body["digest_v3"] == recipe.digest_v3 != recipe.digest
     assert body["parity_digest"] == recipe.parity_digest
     assert body["catalog"]["id"] == real_catalog.pk
     assert body["catalog"]["aicr_version"] == "dev"

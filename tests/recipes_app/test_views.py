@@ -335,6 +335,10 @@ def test_it_shows_what_a_real_recipe_installs_and_checks(client, real_catalog):
     assert "&gt;= 300" in html
     assert recipe.digest in html
     assert recipe.parity_digest in html
+    # which evidence binds by which digest
+    assert "legacy digest — recipe-evidence v1/v2" in html
+    assert f'<code class="hash">{recipe.digest_v3}</code>' in html
+    assert "recipe-evidence v3; metadata.version excluded" in html
     assert f'href="/api/v1/recipes/{KUBEFLOW}/resolved.yaml"' in html
     for overlay in recipe.applied_overlays:
         assert f"<code>{overlay}</code>" in html

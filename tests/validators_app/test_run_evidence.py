@@ -25,7 +25,7 @@ from evidence_app.services.ingest import evidence_ingest
 from evidence_app.services.keys import signing_key_revoke
 from evidence_app.services.site_key import KEY_NAME, generate_pem
 from evidence_app.verification.summary_bundle import read_archive
-from recipes_app.models import Recipe
+from recipes_app.models import Catalog, Recipe
 from tests.consensus_reads import recipe_consensus_states
 from tests.validators_app.evidence_support import (
     PHASES,
@@ -36,7 +36,12 @@ from validators_app import orchestrator
 from validators_app.models import Environment, RunStatus
 from validators_app.orchestrator.ctrf import build_phase_report, to_bytes
 from validators_app.services import runs
-from validators_app.services.evidence import PublishError, publish_run, run_bundle
+from validators_app.services.evidence import (
+    PublishError,
+    is_v1_catalog,
+    publish_run,
+    run_bundle,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -327,13 +332,75 @@ def test_a_corrupted_phase_report_is_refused_with_the_reason(recipe: Recipe) -> 
     assert not Evidence.objects.exists()
 
 
-def test_a_profiled_recipe_is_refused_with_the_reason(real_catalog: Any) -> None:
+def _v1_catalog(recipe: Recipe) -> Recipe:
+    """``recipe`` with its catalog marked as the v1beta1/v1beta2 family. No v1.x recipe tree is
+    available offline (AICR-V1.md §10); what is tested is the publishing rule, which reads the
+    catalog's family, so the bundled tree's row stands in for one."""
+    Catalog.objects.filter(pk=recipe.catalog_id).update(api_family="v1")
+    return Recipe.objects.select_related("catalog").get(pk=recipe.pk)
+
+
+def test_a_profiled_recipe_of_an_older_catalog_publishes_v2_with_its_profile(
+    real_catalog: Any,
+) -> None:
     profiled = Recipe.objects.current().exclude(profile="").first()
     assert profiled is not None
-    run = finished_run(profiled)
 
-    with pytest.raises(PublishError, match="configuration profile"):
-        publish_run(run)
+    evidence = publish_run(finished_run(profiled))
+
+    assert evidence is not None
+    assert (evidence.verdict, evidence.recipe_id) == ("verified", profiled.pk)
+    assert evidence.predicate_type == "https://aicr.run/recipe-evidence/v2"
+    assert evidence.subject_digest == profiled.digest
+    profile = evidence.predicate["profile"]
+    assert profile["selection"] == profiled.profile
+    assert profile["policyDescriptorIdentity"].startswith("sha256:")
+    assert "selectedProfile" in profiled.canonical_yaml
+
+
+def test_a_recipe_of_a_v1_catalog_publishes_v3_bound_by_the_v3_digest(recipe: Recipe) -> None:
+    recipe = _v1_catalog(recipe)
+
+    evidence = publish_run(finished_run(recipe))
+
+    assert evidence is not None
+    assert evidence.verdict == "verified"
+    assert evidence.predicate_type == "https://aicr.run/recipe-evidence/v3"
+    assert evidence.subject_digest == recipe.digest_v3 != recipe.digest
+    assert "profile" not in evidence.predicate
+    statement = _statement(_members(evidence))
+    assert statement["subject"][0]["digest"]["sha256"] == recipe.digest_v3
+    bind = next(s["detail"] for s in evidence.transcript if s["step"] == "bind")
+    assert "V3 digest (metadata.version excluded)" in bind
+
+
+def test_a_profiled_recipe_of_a_v1_catalog_publishes_v3_with_its_profile(
+    real_catalog: Any,
+) -> None:
+    profiled = _v1_catalog(Recipe.objects.current().exclude(profile="").first())  # type: ignore[arg-type]
+
+    evidence = publish_run(finished_run(profiled))
+
+    assert evidence is not None
+    assert evidence.predicate_type == "https://aicr.run/recipe-evidence/v3"
+    assert evidence.predicate["profile"]["selection"] == profiled.profile
+    assert evidence.subject_digest == profiled.digest_v3
+
+
+@pytest.mark.parametrize(
+    ("family", "aicr_version", "v1"),
+    [
+        ("alpha", "dev", False),
+        ("alpha", "v0.22.0", False),
+        ("alpha", "v1.0.0", True),
+        ("alpha", "1.2.3-rc.1", True),
+        ("v1", "dev", True),
+    ],
+)
+def test_a_v1_catalog_is_the_v1_family_or_a_release_from_v1(
+    family: str, aicr_version: str, v1: bool
+) -> None:
+    assert is_v1_catalog(Catalog(api_family=family, aicr_version=aicr_version)) is v1
 
 
 def test_ensure_site_key_creates_a_private_key_file_once(settings: Any, tmp_path: Path) -> None:

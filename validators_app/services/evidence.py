@@ -9,6 +9,10 @@ verify-before-count ingest as an upload (channel ``run``). Evidence from a simul
 stored with ``is_simulated`` and never counts. Runs that ended ``error`` or ``cancelled`` publish
 nothing, as AICR writes no CTRF for them.
 
+Predicate (``evidence_predicate_type``): recipe-evidence v3 (the V3 digest, profile when the
+recipe has one) for a recipe of a v1.x catalog, the evidence AICR 1.x writes; for older
+catalogs v1, or v2 with ``predicate.profile`` for a profiled recipe, as AICR of that age did.
+
 Idempotent: the bytes are a function of the run (BOM serial derived from the run ID, attested
 at the run's finish, RFC 6979 signature), so publishing a run twice finds the same evidence.
 """
@@ -38,6 +42,10 @@ from evidence_app.services.site_key import (
     site_private_key,
     site_signing_key_ensure,
 )
+from evidence_app.verification.digests import PREDICATE_V3
+from evidence_app.verification.statement import PREDICATE_V1, PREDICATE_V2
+from recipes_app.models import Catalog, Recipe
+from recipes_app.resolver import release_of
 from validators_app.models import RunStatus, ValidationRun
 from validators_app.orchestrator import resolve_image
 from validators_app.services.keyless import KeylessSigningError, identity_token, keyless_sign
@@ -75,15 +83,23 @@ def _bom_serial(run: ValidationRun) -> str:
     return f"urn:uuid:{uuid.UUID(bytes=digest[:16], version=4)}"
 
 
+def is_v1_catalog(catalog: Catalog) -> bool:
+    """A catalog of AICR 1.x: the v1beta1/v1beta2 family, or stamped with a release >= v1.0.0
+    (a dev-stamped alpha tree is not)."""
+    release = release_of(catalog.aicr_version)
+    return catalog.api_family == "v1" or (release is not None and release >= (1, 0, 0))
+
+
+def evidence_predicate_type(recipe: Recipe) -> str:
+    """The predicate a run of ``recipe`` is published with (see the module docstring)."""
+    if is_v1_catalog(recipe.catalog):
+        return PREDICATE_V3
+    return PREDICATE_V2 if recipe.profile else PREDICATE_V1
+
+
 def bundle_input(run: ValidationRun) -> BundleInput:
     """What the bundle of ``run`` is built from; ``PublishError`` when something is missing."""
     recipe = run.recipe
-    if recipe.profile:
-        raise PublishError(
-            f"recipe {recipe.name} carries a configuration profile: its evidence needs AICR's "
-            "recipe-evidence v2 predicate (profile policy descriptor), which this site does not "
-            "write yet"
-        )
     reports = run.phase_report_bytes()
     ordered = {phase: reports[phase] for phase in run.phases if phase in reports}
     ordered.update({p: r for p, r in reports.items() if p not in ordered})
@@ -108,6 +124,7 @@ def bundle_input(run: ValidationRun) -> BundleInput:
         validator_images=validator_images(catalog, aicr_version=run.aicr_version),
         attested_at=run.finished_at or timezone.now(),
         bom_serial=_bom_serial(run),
+        predicate_type=evidence_predicate_type(recipe),
     )
 
 

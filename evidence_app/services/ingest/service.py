@@ -33,6 +33,7 @@ def evidence_ingest(
     user: Any,
     channel: str,
     oci_ref: str = "",
+    oci_manifest_digest: str | None = None,
     upload: UploadLog | None = None,
     is_simulated: bool = False,
     is_demo: bool = False,
@@ -40,6 +41,8 @@ def evidence_ingest(
     """Verify, bind, classify and store one upload; see the package docstring.
 
     ``upload``: an existing (OCI) ``UploadLog`` row to complete instead of writing a new one.
+    ``oci_manifest_digest``: the (checked) manifest digest ``data`` was pulled from, which an
+    OCI-artifact subject must name.
     ``is_simulated``: evidence from a simulated cluster (labelled, never counted).
     ``is_demo``: demo data; evidence signed by a demo key is demo data anyway.
 
@@ -59,7 +62,12 @@ def evidence_ingest(
     )
     try:
         return _ingest(
-            data, artifact=artifact, upload=sent, is_simulated=is_simulated, is_demo=is_demo
+            data,
+            artifact=artifact,
+            upload=sent,
+            oci_manifest_digest=oci_manifest_digest,
+            is_simulated=is_simulated,
+            is_demo=is_demo,
         )
     except OperationalError as exc:
         if connection.in_atomic_block:
@@ -68,13 +76,24 @@ def evidence_ingest(
 
 
 def _ingest(
-    data: bytes, *, artifact: bytes | None, upload: Upload, is_simulated: bool, is_demo: bool
+    data: bytes,
+    *,
+    artifact: bytes | None,
+    upload: Upload,
+    oci_manifest_digest: str | None,
+    is_simulated: bool,
+    is_demo: bool,
 ) -> IngestResult:
     refused = _refused_unread(data, artifact=artifact, filename=upload.filename)
     if refused is not None:
         return log_upload(refused, upload)
     snapshot = policy_snapshot()
-    report = _verify(data, artifact=artifact, policy=policy_current(snapshot=snapshot))
+    report = _verify(
+        data,
+        artifact=artifact,
+        oci_manifest_digest=oci_manifest_digest,
+        policy=policy_current(snapshot=snapshot),
+    )
     # Who signed, once the signature verified (shown even when a later step refuses).
     decision = _signer_decision(report, snapshot)
     refused = _refused_verification(report, decision)
@@ -125,7 +144,11 @@ def _refused_unread(data: bytes, *, artifact: bytes | None, filename: str) -> In
 
 
 def _verify(
-    data: bytes, *, artifact: bytes | None, policy: VerificationPolicy
+    data: bytes,
+    *,
+    artifact: bytes | None,
+    oci_manifest_digest: str | None,
+    policy: VerificationPolicy,
 ) -> VerificationReport:
     """``verification.pipeline.verify_evidence`` under the site's policy."""
     return verify_evidence(
@@ -135,6 +158,7 @@ def _verify(
         identity_regex=policy.identity_regex,
         extra_policies=policy.extra_policies or None,
         public_keys=policy.public_keys,
+        oci_manifest_digest=oci_manifest_digest,
         artifact=artifact,
         # A good signature from an issuer the site does not accept is reported, not refused.
         report_unlisted_issuers=True,
