@@ -124,3 +124,36 @@ def test_the_command_diffs_by_default_and_applies_on_request(
     out = StringIO()
     call_command("import_evidence", str(V1), "--allowlist=skip", stdout=out)
     assert "allowlist" not in out.getvalue().split("pointers:")[1]
+
+
+def test_the_admin_shows_the_diff_then_publishes_the_merge_on_confirm(
+    site_allowlist: Allowlist, admin_client: Any
+) -> None:
+    tree = (V1 / "allowlist.yaml").read_text()
+    listing = admin_client.get("/admin/evidence_app/allowlist/").content.decode()
+    assert 'href="/admin/evidence_app/allowlist/sync/"' in listing
+
+    shown = admin_client.post("/admin/evidence_app/allowlist/sync/", {"body": tree, "note": "n"})
+    html = shown.content.decode()
+    assert shown.status_code == 200
+    assert "= partner: source 0123456789abcdef0123456789abcdef (acme-lab)" in html
+    assert 'name="confirm"' in html
+    assert Allowlist.objects.in_force() == site_allowlist
+
+    done = admin_client.post(
+        "/admin/evidence_app/allowlist/sync/", {"body": tree, "note": "from AICR", "confirm": "1"}
+    )
+    assert done.status_code == 302
+    row = Allowlist.objects.in_force()
+    assert (row.note, row.created_by.username) == ("from AICR", "admin")
+    assert ("partner", PARTNER_SLUG) in _entries(signers.allowlist_parse(row.body))
+    from django.contrib.admin.models import LogEntry
+
+    assert LogEntry.objects.filter(object_id=str(row.pk)).exists()
+
+
+def test_the_admin_names_an_invalid_allowlist(site_allowlist: Allowlist, admin_client: Any) -> None:
+    bad = "schemaVersion: 1.0.0\ncommunity:\n  - issuer: x\n    identity: someone@example.org\n"
+    html = admin_client.post("/admin/evidence_app/allowlist/sync/", {"body": bad}).content
+    assert b"field identity not found" in html
+    assert Allowlist.objects.in_force() == site_allowlist
