@@ -12,6 +12,7 @@ from evidence_app.api.export_views import (
     EvidenceNdjsonExportView,
 )
 from evidence_app.api.keys import SigningKeyViewSet
+from evidence_app.api.pointers import PointerViewSet
 from evidence_app.api.views import (
     EvidenceBundleView,
     EvidenceViewSet,
@@ -31,6 +32,7 @@ router.register("recipes", RecipeViewSet, basename="recipe")
 router.register("evidence", EvidenceViewSet, basename="evidence")
 router.register("signers", SignerViewSet, basename="signer")
 router.register("keys", SigningKeyViewSet, basename="key")
+router.register("pointers", PointerViewSet, basename="pointer")
 router.register("runs", RunViewSet, basename="run")
 router.register("clusters", ClusterViewSet, basename="cluster")
 

@@ -455,3 +455,17 @@ CELERY_BEAT_SCHEDULE["consensus-refresh-expired"] = {
     "task": "evidence_app.tasks.consensus_refresh_expired",
     "schedule": float(os.environ.get("CONSENSUS_REFRESH_SECONDS", "300")),
 }
+# Evidence pointers (`manage.py import_evidence`): a pending pointer is tried again after
+# BASE * 2^(tries-1) seconds, at most MAX; beat looks for due ones every TICK seconds. Which
+# registries a pointer may pull from is the OCI path's policy (EVIDENCE_OCI_ENABLED and an
+# explicit EVIDENCE_OCI_ALLOWED_REGISTRIES listing): evidence_app.services.pointers.
+EVIDENCE_POINTER_RETRY_BASE_SECONDS = float(
+    os.environ.get("EVIDENCE_POINTER_RETRY_BASE_SECONDS", "300")
+)
+EVIDENCE_POINTER_RETRY_MAX_SECONDS = float(
+    os.environ.get("EVIDENCE_POINTER_RETRY_MAX_SECONDS", str(24 * 60 * 60))
+)
+CELERY_BEAT_SCHEDULE["evidence-pointers-retry"] = {
+    "task": "evidence_app.tasks.pointers_retry",
+    "schedule": float(os.environ.get("EVIDENCE_POINTER_RETRY_TICK_SECONDS", "300")),
+}

@@ -11,21 +11,25 @@ from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 
 from evidence_app import permissions
+from evidence_app.corroborate.allowlist import MAX_ALLOWLIST_BYTES
 from evidence_app.models import (
     AcceptedIssuer,
     Allowlist,
     ApiToken,
     Evidence,
+    EvidencePointer,
     Signer,
     SignerClassChange,
     SigningKey,
     TrustRoot,
     UploadLog,
 )
-from evidence_app.services import keys, signers, tokens, trust_roots
+from evidence_app.services import allowlist_sync, keys, signers, tokens, trust_roots
 from evidence_app.services.withdrawal import WithdrawalError, evidence_withdraw
 
 
@@ -258,11 +262,41 @@ class AllowlistForm(forms.ModelForm):
         return body
 
 
+class AllowlistSyncForm(forms.Form):
+    """An AICR tree's allowlist.yaml, pasted or uploaded (never a path on the server)."""
+
+    body = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 20, "cols": 100}),
+        help_text="Paste recipes/evidence/allowlist.yaml of an AICR tree …",
+    )
+    upload = forms.FileField(required=False, help_text="… or upload it.")
+    note = forms.CharField(
+        required=False, max_length=500, initial="AICR tree allowlist.yaml merged"
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        upload = data.get("upload")
+        if upload is not None:
+            raw = upload.read(MAX_ALLOWLIST_BYTES + 1)
+            if len(raw) > MAX_ALLOWLIST_BYTES:
+                raise ValidationError("The file is larger than an allowlist may be (1 MiB).")
+            try:
+                data["body"] = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValidationError("The file is not UTF-8 text.") from None
+        if not data.get("body"):
+            raise ValidationError("Paste or upload an allowlist.yaml.")
+        return data
+
+
 @admin.register(Allowlist)
 class AllowlistAdmin(admin.ModelAdmin):
     """Add-only: each save is a new version; old versions stay as history."""
 
     form = AllowlistForm
+    change_list_template = "admin/evidence_app/allowlist/change_list.html"
     list_display = ["__str__", "note", "created_by", "in_force"]
     readonly_fields = ["created_by", "created_at"]
 
@@ -280,6 +314,50 @@ class AllowlistAdmin(admin.ModelAdmin):
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         current = Allowlist.objects.in_force()
         return {"body": current.body} if current is not None else {}
+
+    def get_urls(self) -> list[URLPattern]:
+        sync = path(
+            "sync/",
+            self.admin_site.admin_view(self.sync_view),
+            name="evidence_app_allowlist_sync",
+        )
+        return [sync, *super().get_urls()]
+
+    def sync_view(self, request: HttpRequest) -> HttpResponse:
+        """Paste (or upload) an AICR tree's allowlist.yaml, see the diff, then confirm: the
+        merge (the site's own entries kept) is published like a saved version."""
+        if not self.has_add_permission(request):
+            return HttpResponse("Not allowed to publish allowlist versions.", status=403)
+        form = AllowlistSyncForm(request.POST or None, request.FILES or None)
+        diff = None
+        if request.method == "POST" and form.is_valid():
+            body = form.cleaned_data["body"]
+            try:
+                if request.POST.get("confirm"):
+                    diff, row = allowlist_sync.allowlist_apply(
+                        tree_body=body, note=form.cleaned_data["note"], by=request.user
+                    )
+                    if row is None:
+                        messages.info(request, "Nothing to publish: no entry would change.")
+                    else:
+                        self.log_addition(request, row, "Published from an AICR allowlist.yaml")
+                        messages.success(request, f"Published allowlist #{row.pk}.")
+                        return HttpResponseRedirect(
+                            reverse("admin:evidence_app_allowlist_changelist")
+                        )
+                else:
+                    diff = allowlist_sync.allowlist_diff(tree_body=body)
+            except ValidationError as exc:
+                form.add_error("body", exc)
+                diff = None
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Sync from an AICR allowlist.yaml",
+            "form": form,
+            "diff": diff,
+        }
+        return TemplateResponse(request, "admin/evidence_app/allowlist/sync.html", context)
 
     def save_model(self, request: HttpRequest, obj: Allowlist, form: Any, change: bool) -> None:
         published = signers.allowlist_publish(
@@ -404,3 +482,13 @@ class ApiTokenAdmin(ReadOnlyAdmin):
         for token in queryset:
             tokens.token_revoke(token=token)
         self.message_user(request, f"Revoked {queryset.count()} token(s).", messages.SUCCESS)
+
+
+@admin.register(EvidencePointer)
+class EvidencePointerAdmin(ReadOnlyAdmin):
+    """Imported AICR pointers (``manage.py import_evidence``); written by the service only."""
+
+    list_display = ["path", "recipe", "state", "claimed_class", "tries", "next_try", "evidence"]
+    list_filter = ["state", "claimed_class"]
+    search_fields = ["path", "recipe", "signer_identity", "source"]
+    raw_id_fields = ["upload", "evidence"]

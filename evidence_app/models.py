@@ -7,6 +7,8 @@ Nothing here is counted or shown as verified unless the ingest pipeline
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -440,3 +442,72 @@ class UploadLog(models.Model):
 
     def __str__(self) -> str:
         return f"upload {self.sha256[:12] or '-'}: {self.verdict}"
+
+
+class PointerState(models.TextChoices):
+    PENDING = "pending", "Pending: not pulled and verified yet (never counted)"
+    INGESTED = "ingested", "Ingested: its bundle was pulled, verified and linked"
+    REFUSED = "refused", "Refused: breaks the pointer contract or its bundle failed"
+
+
+class EvidencePointerQuerySet(models.QuerySet["EvidencePointer"]):
+    def due(self, *, now: Any) -> EvidencePointerQuerySet:
+        """Pending pointers whose next try has come (the beat retry's work)."""
+        return self.filter(state=PointerState.PENDING, next_try__lte=now)
+
+
+class EvidencePointer(models.Model):
+    """One pointer file of an AICR tree (``recipes/evidence/…``): what it claims, and what this
+    site made of it. A pointer is a locator, never evidence: only the ``Evidence`` its bundle
+    became (pulled by digest, verified by ``evidence_ingest``) can count."""
+
+    path = models.CharField(
+        max_length=1000, unique=True, help_text="recipes/evidence/… inside the AICR tree."
+    )
+    content_sha256 = models.CharField(max_length=64, help_text="sha256 of the file as imported.")
+    allowlist_sha256 = models.CharField(
+        max_length=64, blank=True, help_text="sha256 of the tree allowlist it was checked against."
+    )
+    recipe = models.CharField(max_length=200, blank=True, db_index=True)
+    profile = models.CharField(max_length=200, blank=True)
+    signer_identity = models.CharField(max_length=4000, blank=True)
+    signer_issuer = models.CharField(max_length=1000, blank=True)
+    rekor_log_index = models.BigIntegerField(null=True, blank=True)
+    source = models.CharField(max_length=32, blank=True, help_text="Slug of the claimed signer.")
+    claimed_class = models.CharField(
+        max_length=20, blank=True, help_text="The signer's class in the tree's allowlist."
+    )
+    predicate_type = models.CharField(max_length=200, blank=True)
+    oci = models.CharField(max_length=500, blank=True, help_text="bundle.oci as written.")
+    bundle_digest = models.CharField(max_length=71, blank=True)
+    attested_at = models.DateTimeField(null=True, blank=True)
+    state = models.CharField(
+        max_length=10, choices=PointerState.choices, default=PointerState.PENDING
+    )
+    reason = models.CharField(max_length=1000, blank=True)
+    tries = models.PositiveIntegerField(default=0)
+    last_tried = models.DateTimeField(null=True, blank=True)
+    next_try = models.DateTimeField(null=True, blank=True)
+    upload = models.ForeignKey(UploadLog, null=True, blank=True, on_delete=models.SET_NULL)
+    evidence = models.ForeignKey(
+        Evidence, null=True, blank=True, on_delete=models.SET_NULL, related_name="pointers"
+    )
+    tree_commit = models.CharField(max_length=40, blank=True)
+    first_seen = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = EvidencePointerQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["recipe", "path"]
+        indexes = [models.Index(fields=["state", "next_try"])]
+        constraints = [
+            # Ingested means linked: the state and its effect are one row write.
+            models.CheckConstraint(
+                condition=~Q(state="ingested") | Q(evidence__isnull=False),
+                name="evidence_pointer_ingested_has_evidence",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"pointer {self.path} ({self.state})"

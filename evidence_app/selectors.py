@@ -13,9 +13,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.core.paginator import Page, Paginator
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
-from evidence_app.models import Evidence
+from evidence_app.models import Evidence, EvidencePointer, PointerState
 from evidence_app.services.staleness import StaleReason, staleness_bulk
 
 PAGE_SIZE = 25
@@ -64,4 +64,31 @@ def evidence_listing(*, params: Mapping[str, Any], page_number: Any) -> Evidence
         recipe=recipe,
         signer=signer,
         query=query,
+    )
+
+
+@dataclass
+class PointerListing:
+    page: Page[EvidencePointer]
+    state: str
+    counts: dict[str, int]
+
+    @property
+    def tabs(self) -> list[tuple[str, int]]:
+        return [(value, self.counts.get(value, 0)) for value in PointerState.values]
+
+
+def pointer_listing(*, state: str, page_number: Any) -> PointerListing:
+    """The imported pointers, by recipe and path, optionally of one state (unknown: all)."""
+    if state not in PointerState.values:
+        state = ""
+    qs = EvidencePointer.objects.select_related("evidence").order_by("recipe", "path")
+    counts = {
+        row["state"]: row["n"]
+        for row in EvidencePointer.objects.order_by().values("state").annotate(n=Count("pk"))
+    }
+    if state:
+        qs = qs.filter(state=state)
+    return PointerListing(
+        page=Paginator(qs, PAGE_SIZE).get_page(page_number), state=state, counts=counts
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import Task, shared_task
 
 from evidence_app.consensus import stored
-from evidence_app.services import oci
+from evidence_app.services import oci, pointers
 
 
 @shared_task(name="evidence_app.tasks.ingest_oci", acks_late=True, bind=True, max_retries=5)
@@ -25,3 +25,10 @@ def consensus_refresh_expired() -> int:
     """Refresh the stored consensus badges a counted run has aged out of since (beat runs it
     every CONSENSUS_REFRESH_SECONDS, so list reads rarely have to); returns the badges stored."""
     return stored.consensus_refresh_expired()
+
+
+@shared_task(name="evidence_app.tasks.pointers_retry", acks_late=True)
+def pointers_retry() -> int:
+    """Settle finished pointer pulls and retry the pending pointers that are due (beat runs it
+    every EVIDENCE_POINTER_RETRY_TICK_SECONDS); returns how many were tried."""
+    return pointers.pointers_retry()

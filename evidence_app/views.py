@@ -35,7 +35,7 @@ from evidence_app import (
 )
 from evidence_app.forms import EvidenceUploadForm, WithdrawForm
 from evidence_app.models import Evidence, UploadLog
-from evidence_app.services import ingest, oci, withdrawal
+from evidence_app.services import ingest, oci, pointers, withdrawal
 from evidence_app.upload_status import http_status_of
 
 # --- access --------------------------------------------------------------------------------
@@ -79,6 +79,7 @@ def evidence_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "page": page,
         "evidence": evidence,
         "can_withdraw": allowed,
+        "pointer_exportable": pointers.pointer_exportable(evidence),
         "form": WithdrawForm(),
         "compare_candidates": [
             c
@@ -251,6 +252,30 @@ def upload_result(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if upload is None:
         raise Http404("No upload of yours with this number.")
     return render(request, "evidence_app/result.html", upload_results.result_context(upload))
+
+
+@require_safe
+def pointer_list(request: HtmxHttpRequest) -> HttpResponse:
+    listing = selectors.pointer_listing(
+        state=request.GET.get("state", ""), page_number=request.GET.get("page")
+    )
+    return render(request, "evidence_app/pointers.html", {"listing": listing})
+
+
+@require_safe
+def evidence_pointer(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The AICR pointer file for this evidence, named as AICR's repository expects it."""
+    evidence = _evidence_or_404(pk)
+    try:
+        exported = pointers.pointer_export(evidence=evidence)
+    except pointers.PointerExportError as exc:
+        return HttpResponse(
+            f"No pointer for evidence #{pk}: {exc}\n", status=404, content_type="text/plain"
+        )
+    response = HttpResponse(exported.text, content_type="application/yaml; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{exported.path.rsplit("/", 1)[1]}"'
+    response["X-AICR-Pointer-Path"] = exported.path
+    return response
 
 
 @require_safe

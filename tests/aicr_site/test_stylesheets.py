@@ -41,6 +41,7 @@ PAGES: dict[str, Callable[[ApiObjects], str]] = {
     "compare picker": lambda o: f"/evidence/compare/?a={o.evidence.pk}",
     "compare": lambda o: f"/evidence/compare/?a={o.evidence.pk}&b={_second_record(o).pk}",
     "withdraw": lambda o: f"/evidence/{o.evidence.pk}/withdraw/",
+    "evidence pointers": lambda o: "/evidence/pointers/",
     "upload": lambda o: "/evidence/new/",
     "signers": lambda o: "/signers/",
     "signer": lambda o: f"/signers/{o.evidence.signer.slug}/",

@@ -56,6 +56,7 @@ MATRIX: list[tuple[str, str, str, dict[str, Any] | None, tuple[int, ...]]] = [
     ),
     ("api:upload-detail", "get", "/api/v1/uploads/{upload}/", None, (401, 403, 200, 200)),
     ("api:signer-list", "get", "/api/v1/signers/", None, ALL_200),
+    ("api:pointer-list", "get", "/api/v1/pointers/?state=pending", None, ALL_200),
     ("api:signer-detail", "get", "/api/v1/signers/{signer}/", None, ALL_200),
     # Registered keys: read by auditors and maintainers, registered by maintainers only.
     ("api:key-list", "get", "/api/v1/keys/", None, (401, 403, 200, 200)),

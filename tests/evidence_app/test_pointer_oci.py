@@ -1,0 +1,104 @@
+"""End to end against a real registry (Debian's ``docker-registry`` on a loopback port, as in
+``test_oci.py``): a pointer to a bundle pushed there, signed keyless by the tests' private
+Sigstore instance (subject ``recipe:<name>``), is pulled by digest through the OCI upload path,
+verified, and linked; a pointer claiming another signer for the same bundle is refused."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aicr_site.celery import app as celery_app
+from evidence_app.corroborate.allowlist import source_slug
+from evidence_app.models import Evidence, EvidencePointer, TrustRoot
+from evidence_app.services import pointers
+from recipes_app.models import Recipe
+from tests.evidence_app.conftest import BUNDLE_MEDIA_TYPE
+from tests.evidence_factories import FIRST_PARTY_IDENTITY, GITHUB_ISSUER, statement_for
+from tests.sigstore_private import PrivateSigstore
+
+OTHER_IDENTITY = "https://github.com/someone/fork/.github/workflows/e.yaml@refs/heads/main"
+
+
+@pytest.fixture
+def pull_from(settings: Any, registry: str) -> Iterator[None]:
+    settings.EVIDENCE_OCI_ENABLED = True
+    settings.EVIDENCE_OCI_ALLOW_LOOPBACK_HTTP = True
+    settings.EVIDENCE_OCI_ALLOWED_REGISTRIES = [registry]
+    settings.EVIDENCE_OCI_TIMEOUT_SECONDS = 5
+    eager = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    yield
+    celery_app.conf.task_always_eager = eager
+
+
+def _tree(root: Path, *, recipe: str, ref: str, identity: str) -> Path:
+    evidence = root / "recipes" / "evidence"
+    slug = source_slug(GITHUB_ISSUER, identity)
+    name, _, digest = ref.partition("@")
+    folder = evidence / recipe / slug
+    folder.mkdir(parents=True)
+    (evidence / "allowlist.yaml").write_text(
+        f"schemaVersion: 1.0.0\ncommunity:\n  - issuer: {GITHUB_ISSUER}\n    source: {slug}\n"
+    )
+    (folder / f"sha256-{digest.removeprefix('sha256:')}.yaml").write_text(
+        "attestations:\n"
+        "  - attestedAt: 2026-11-30T12:00:00Z\n"
+        "    bundle:\n"
+        f"      digest: {digest}\n"
+        f"      oci: {name}:{recipe}\n"
+        "      predicateType: https://aicr.run/recipe-evidence/v1\n"
+        "    signer:\n"
+        f"      identity: {identity}\n"
+        f"      issuer: {GITHUB_ISSUER}\n"
+        f"recipe: {recipe}\n"
+        "schemaVersion: 1.0.0\n"
+    )
+    return root
+
+
+@pytest.mark.parametrize("claimed", [FIRST_PARTY_IDENTITY, OTHER_IDENTITY], ids=["same", "other"])
+def test_a_pointer_to_a_bundle_in_the_registry_is_pulled_verified_and_linked(
+    pull_from: None,
+    push: Callable[..., str],
+    private_root: TrustRoot,
+    private_sigstore: PrivateSigstore,
+    example_recipe: Recipe,
+    tmp_path: Path,
+    django_capture_on_commit_callbacks: Any,
+    claimed: str,
+) -> None:
+    bundle = private_sigstore.sign_dsse(
+        statement_for(example_recipe), identity=FIRST_PARTY_IDENTITY, issuer=GITHUB_ISSUER
+    ).bundle
+    ref = push(bundle, name="evidence.sigstore.json", media_type=BUNDLE_MEDIA_TYPE)
+    tree = _tree(tmp_path, recipe=example_recipe.name, ref=ref, identity=claimed)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        pointers.pointer_import(path=tree)
+    pointers.pointers_settle()
+
+    row = EvidencePointer.objects.get()
+    evidence = Evidence.objects.get()
+    assert row.evidence == evidence
+    assert evidence.oci_ref == ref
+    assert row.upload is not None
+    assert row.upload.oci_ref == ref
+    if claimed == FIRST_PARTY_IDENTITY:
+        assert (row.state, row.reason) == ("ingested", "")
+        assert evidence.withdrawn_at is None
+    else:
+        assert row.state == "refused"
+        assert row.reason.startswith(
+            f"refused: signer differs: the bundle is signed by {FIRST_PARTY_IDENTITY}"
+        )
+        assert evidence.withdrawn_at is not None
+    # importing again changes nothing and pulls nothing
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        again = pointers.pointer_import(path=tree)
+    assert again.outcomes == {"unchanged": 1}
+    assert callbacks == []
+    assert Evidence.objects.count() == 1
