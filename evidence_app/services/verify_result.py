@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evidence_app.pointers import Pointer, PointerError, parse_pointer
 from evidence_app.services import oci
 from evidence_app.services.ingest.policy import policy_current
 from evidence_app.verification import AicrStatement
@@ -303,11 +304,67 @@ def _verify_oci(
     return result
 
 
+def _pointer_json(pointer: Pointer) -> dict[str, Any]:
+    """The pointer as written (AICR's field names)."""
+    attestation: dict[str, Any] = {
+        "attestedAt": f"{pointer.attested_at:%Y-%m-%dT%H:%M:%SZ}",
+        "bundle": {
+            "oci": pointer.oci,
+            "digest": pointer.pinned_digest,
+            "predicateType": pointer.predicate_type,
+        },
+    }
+    if pointer.signer is not None:
+        signer: dict[str, Any] = {
+            "identity": pointer.signer.identity,
+            "issuer": pointer.signer.issuer,
+        }
+        if pointer.signer.rekor_log_index is not None:
+            signer["rekorLogIndex"] = pointer.signer.rekor_log_index
+        attestation["signer"] = signer
+    out: dict[str, Any] = {"schemaVersion": pointer.schema_version, "recipe": pointer.recipe}
+    if pointer.profile:
+        out["profile"] = pointer.profile
+    out["attestations"] = [attestation]
+    return out
+
+
 def _verify_pointer(
     data: bytes,
     *,
     expected_issuer: str | None,
     expected_identity_regexp: str | None,
 ) -> VerifyResult:
-    # Pointer files are read with the pointer contract of the evidence-tree import.
-    return _refused("pointer", "pointer", "pointer files are not read yet")
+    try:
+        pointer = parse_pointer(data)
+    except PointerError as exc:
+        return _refused("pointer", "pointer", str(exc))
+    shown = _pointer_json(pointer)
+    if pointer.signer is None:
+        return _refused(
+            "pointer", "pointer", "the pointer names no signer (pending signature)", pointer=shown
+        )
+    if not pointer.pinned_oci:
+        return _refused("pointer", "pointer", "the pointer pins no bundle digest", pointer=shown)
+    # Pinned to the signer the pointer claims, as AICR's ingest verifies it.
+    issuer = expected_issuer or pointer.signer.issuer
+    identity = expected_identity_regexp or f"^{re.escape(pointer.signer.identity)}$"
+    result = _verify_oci(
+        pointer.pinned_oci,
+        expected_issuer=issuer,
+        expected_identity_regexp=identity,
+        pointer=shown,
+        kind="pointer",
+    )
+    if result.recipe_name is not None and result.recipe_name != pointer.recipe:
+        result.steps.append(
+            {
+                "step": len(result.steps) + 1,
+                "name": "pointer",
+                "status": "failed",
+                "detail": f"the bundle attests recipe {result.recipe_name!r}, the pointer names "
+                f"{pointer.recipe!r}",
+            }
+        )
+        result.exit = INVALID
+    return result

@@ -102,3 +102,39 @@ def test_a_pointer_to_a_bundle_in_the_registry_is_pulled_verified_and_linked(
     assert again.outcomes == {"unchanged": 1}
     assert callbacks == []
     assert Evidence.objects.count() == 1
+
+
+def test_verify_evidence_takes_the_pointer_and_pins_its_signer(
+    pull_from: None,
+    push: Callable[..., str],
+    private_root: TrustRoot,
+    private_sigstore: PrivateSigstore,
+    example_recipe: Recipe,
+    tmp_path: Path,
+) -> None:
+    """``manage.py verify_evidence <pointer>`` pulls the bundle the pointer pins and verifies it
+    pinned to the signer the pointer claims (AICR's ingest rule), storing nothing."""
+    from evidence_app.services.verify_result import verify_input
+
+    bundle = private_sigstore.sign_dsse(
+        statement_for(example_recipe), identity=FIRST_PARTY_IDENTITY, issuer=GITHUB_ISSUER
+    ).bundle
+    ref = push(bundle, name="evidence.sigstore.json", media_type=BUNDLE_MEDIA_TYPE)
+    results = {}
+    for claimed in (FIRST_PARTY_IDENTITY, OTHER_IDENTITY):
+        tree = _tree(
+            tmp_path / str(len(results)), recipe=example_recipe.name, ref=ref, identity=claimed
+        )
+        (path,) = (tree / "recipes" / "evidence").rglob("sha256-*.yaml")
+        results[claimed] = verify_input(str(path))
+
+    good, other = results[FIRST_PARTY_IDENTITY], results[OTHER_IDENTITY]
+    assert (good.input, good.exit) == ("pointer", 0), good.steps
+    assert good.bundle_digest == ref.partition("@")[2]
+    assert good.pointer is not None
+    assert good.pointer["attestations"][0]["signer"]["identity"] == FIRST_PARTY_IDENTITY
+    assert good.signer is not None
+    assert good.signer["identity"] == FIRST_PARTY_IDENTITY
+    assert other.exit == 2
+    assert [s["name"] for s in other.steps if s["status"] == "failed"] == ["signature"]
+    assert not Evidence.objects.exists()
