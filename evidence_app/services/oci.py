@@ -51,7 +51,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from evidence_app.models import UploadLog, UploadOutcome, UploadState, Verdict
-from evidence_app.services.ingest import evidence_ingest, max_upload_bytes
+from evidence_app.services.ingest import ExpectedSigner, evidence_ingest, max_upload_bytes
 from evidence_app.verification._json import JSONLimitError, JSONLimits, load_json
 from evidence_app.verification.pipeline import is_archive
 from evidence_app.verification.summary_bundle import (
@@ -666,6 +666,17 @@ def oci_upload_request(*, oci_ref: str, user: Any) -> UploadLog:
     return log
 
 
+def _pointer_signer(log: UploadLog) -> ExpectedSigner | None:
+    """The signer an AICR pointer that asked for this pull claims (verified pinned to it, as
+    AICR's ingest does); None for a contributor's own OCI upload."""
+    from evidence_app.models import EvidencePointer
+
+    pointer = EvidencePointer.objects.filter(upload=log).exclude(signer_issuer="").first()
+    if pointer is None:
+        return None
+    return ExpectedSigner(issuer=pointer.signer_issuer, identity=pointer.signer_identity)
+
+
 class LeaseHeld(Exception):
     """Another worker claimed this upload less than a lease ago (it may still be pulling)."""
 
@@ -724,6 +735,7 @@ def oci_upload_process(*, upload_id: int) -> UploadLog | None:
             oci_ref=ref.pinned,
             oci_manifest_digest=pulled.manifest_digest,
             upload=log,
+            expected_signer=_pointer_signer(log),
         )
     except Exception:
         logger.exception("OCI upload %s failed unexpectedly", upload_id)

@@ -16,9 +16,13 @@ then goes through ``services.oci.registry_permitted`` and its address checks lik
 Otherwise the pointer stays pending with the reason ``registry <host> not allowed on this
 site`` and nothing is contacted.
 
-The OCI path takes no expected signer, so the pin to the claimed signer is checked after ingest
-(``_settle``): the stored evidence's verified issuer and identity must equal the pointer's, or
-the pointer is refused ("signer differs") and evidence its own pull created is withdrawn.
+The pull verifies pinned to the claimed signer (``services.oci`` passes the pointer's issuer
+and identity as ``evidence_ingest``'s ``expected_signer``, as AICR's ingest pins
+``--expected-issuer/--expected-identity-regexp``), so a bundle signed by anyone else fails its
+``signature`` step and nothing is stored. ``_settle`` checks the stored record against the
+pointer once more (a record that already existed, e.g. uploaded directly, is linked only when
+its signer and recipe are the pointer's); should a record this pull created still contradict
+it, the record is withdrawn.
 
 Retries: pending pointers carry ``next_try`` (exponential backoff from
 ``EVIDENCE_POINTER_RETRY_BASE_SECONDS``, capped at ``EVIDENCE_POINTER_RETRY_MAX_SECONDS``); the

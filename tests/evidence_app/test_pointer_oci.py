@@ -1,7 +1,8 @@
 """End to end against a real registry (Debian's ``docker-registry`` on a loopback port, as in
 ``test_oci.py``): a pointer to a bundle pushed there, signed keyless by the tests' private
 Sigstore instance (subject ``recipe:<name>``), is pulled by digest through the OCI upload path,
-verified, and linked; a pointer claiming another signer for the same bundle is refused."""
+verified pinned to the signer the pointer claims, and linked; a pointer claiming another signer
+for the same bundle is refused and stores nothing."""
 
 from __future__ import annotations
 
@@ -82,26 +83,27 @@ def test_a_pointer_to_a_bundle_in_the_registry_is_pulled_verified_and_linked(
     pointers.pointers_settle()
 
     row = EvidencePointer.objects.get()
-    evidence = Evidence.objects.get()
-    assert row.evidence == evidence
-    assert evidence.oci_ref == ref
     assert row.upload is not None
     assert row.upload.oci_ref == ref
     if claimed == FIRST_PARTY_IDENTITY:
+        evidence = Evidence.objects.get()
+        assert row.evidence == evidence
+        assert evidence.oci_ref == ref
         assert (row.state, row.reason) == ("ingested", "")
         assert evidence.withdrawn_at is None
     else:
+        # Verified pinned to the claimed signer: the bundle's real signer fails the signature
+        # step, and nothing contradicting the pointer is stored.
         assert row.state == "refused"
-        assert row.reason.startswith(
-            f"refused: signer differs: the bundle is signed by {FIRST_PARTY_IDENTITY}"
-        )
-        assert evidence.withdrawn_at is not None
+        assert row.reason.startswith("bundle failed verification: ")
+        assert row.evidence is None
+        assert not Evidence.objects.exists()
     # importing again changes nothing and pulls nothing
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         again = pointers.pointer_import(path=tree)
     assert again.outcomes == {"unchanged": 1}
     assert callbacks == []
-    assert Evidence.objects.count() == 1
+    assert Evidence.objects.count() == (1 if claimed == FIRST_PARTY_IDENTITY else 0)
 
 
 def test_verify_evidence_takes_the_pointer_and_pins_its_signer(

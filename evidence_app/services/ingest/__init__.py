@@ -39,7 +39,7 @@ from evidence_app.services.ingest.policy import (
     policy_snapshot,
 )
 from evidence_app.services.ingest.result import IngestResult
-from evidence_app.services.ingest.service import evidence_ingest
+from evidence_app.services.ingest.service import ExpectedSigner, evidence_ingest
 from evidence_app.services.ingest.upload_log import (
     RETRY_AFTER_SECONDS,
     max_upload_bytes,
@@ -49,6 +49,7 @@ from evidence_app.services.ingest.upload_log import (
 
 __all__ = [
     "RETRY_AFTER_SECONDS",
+    "ExpectedSigner",
     "IngestResult",
     "evidence_ingest",
     "max_upload_bytes",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import OperationalError, connection
@@ -25,6 +26,14 @@ from evidence_app.verification._json import unstorable_text
 from evidence_app.verification.pipeline import VerificationReport, verify_evidence
 
 
+@dataclass(frozen=True)
+class ExpectedSigner:
+    """A keyless signer an upload must be signed by."""
+
+    issuer: str
+    identity: str
+
+
 def evidence_ingest(
     *,
     data: bytes,
@@ -37,8 +46,13 @@ def evidence_ingest(
     upload: UploadLog | None = None,
     is_simulated: bool = False,
     is_demo: bool = False,
+    expected_signer: ExpectedSigner | None = None,
 ) -> IngestResult:
     """Verify, bind, classify and store one upload; see the package docstring.
+
+    ``expected_signer``: the keyless signer the upload must be signed by (an AICR pointer's
+    claimed signer, as AICR's ingest pins ``--expected-issuer/--expected-identity-regexp``): any
+    other signature fails the ``signature`` step, so nothing contradicting it is stored.
 
     ``upload``: an existing (OCI) ``UploadLog`` row to complete instead of writing a new one.
     ``oci_manifest_digest``: the (checked) manifest digest ``data`` was pulled from, which an
@@ -68,6 +82,7 @@ def evidence_ingest(
             oci_manifest_digest=oci_manifest_digest,
             is_simulated=is_simulated,
             is_demo=is_demo,
+            expected_signer=expected_signer,
         )
     except OperationalError as exc:
         if connection.in_atomic_block:
@@ -83,6 +98,7 @@ def _ingest(
     oci_manifest_digest: str | None,
     is_simulated: bool,
     is_demo: bool,
+    expected_signer: ExpectedSigner | None,
 ) -> IngestResult:
     refused = _refused_unread(data, artifact=artifact, filename=upload.filename)
     if refused is not None:
@@ -93,6 +109,7 @@ def _ingest(
         artifact=artifact,
         oci_manifest_digest=oci_manifest_digest,
         policy=policy_current(snapshot=snapshot),
+        expected_signer=expected_signer,
     )
     # Who signed, once the signature verified (shown even when a later step refuses).
     decision = _signer_decision(report, snapshot)
@@ -149,8 +166,20 @@ def _verify(
     artifact: bytes | None,
     oci_manifest_digest: str | None,
     policy: VerificationPolicy,
+    expected_signer: ExpectedSigner | None = None,
 ) -> VerificationReport:
-    """``verification.pipeline.verify_evidence`` under the site's policy."""
+    """``verification.pipeline.verify_evidence`` under the site's policy (pinned to
+    ``expected_signer`` when given: that exact issuer and identity, no registered key)."""
+    if expected_signer is not None:
+        return verify_evidence(
+            data,
+            trusted_root=policy.trusted_roots,
+            issuer=[expected_signer.issuer],
+            identity=expected_signer.identity,
+            extra_policies=policy.extra_policies or None,
+            oci_manifest_digest=oci_manifest_digest,
+            artifact=artifact,
+        )
     return verify_evidence(
         data,
         trusted_root=policy.trusted_roots,
