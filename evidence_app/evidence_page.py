@@ -10,6 +10,7 @@ what counts (``evidence_app.consensus``) or whether a signature holds (``verific
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -25,11 +26,12 @@ from evidence_app.consensus.outcomes import (
     phase_summaries,
 )
 from evidence_app.consensus.rules import GRID_PHASES, declared_checks
-from evidence_app.models import Evidence, SignerKind, Verdict
+from evidence_app.models import Evidence, PointerState, SignerKind, Verdict
 from evidence_app.services.staleness import StaleReason, staleness_bulk
 from evidence_app.verification.commands import (
     KEY_SIGNED_UPSTREAM_NOTE,
     VerifyCommand,
+    anchored_identity_regexp,
     commands_for,
 )
 from evidence_app.verification.signature import SignatureOutcome, SignerClaims
@@ -55,6 +57,34 @@ def verify_commands(evidence: Evidence) -> list[CommandLine]:
     if lines or evidence.verdict != Verdict.VERIFIED:
         return lines
     return [CommandLine(c.tool, c.text, c.note) for c in _rebuilt_commands(evidence)]
+
+
+def pointer_commands(evidence: Evidence) -> list[CommandLine]:
+    """``aicr evidence verify <pointer>`` for each AICR pointer this record was taken in
+    through, pinned to the verified signer (never to what the pointer says)."""
+    signer = evidence.signer
+    if evidence.verdict != Verdict.VERIFIED or signer.kind != SignerKind.KEYLESS:
+        return []
+    paths = evidence.pointers.filter(state=PointerState.INGESTED).values_list("path", flat=True)
+    return [
+        CommandLine(
+            "aicr (pointer)",
+            shlex.join(
+                [
+                    "aicr",
+                    "evidence",
+                    "verify",
+                    path,
+                    "--expected-issuer",
+                    signer.issuer,
+                    "--expected-identity-regexp",
+                    anchored_identity_regexp(signer.identity),
+                ]
+            ),
+            "from a checkout of the AICR tree the pointer was imported from",
+        )
+        for path in paths.order_by("path")[:10]
+    ]
 
 
 def _rebuilt_commands(evidence: Evidence) -> list[VerifyCommand]:
@@ -466,6 +496,6 @@ def evidence_page(*, evidence: Evidence) -> EvidencePage:
         phases=evidence_phases(evidence, evidence.recipe),
         verified=verified,
         claimed=claimed,
-        commands=verify_commands(evidence),
+        commands=pointer_commands(evidence) + verify_commands(evidence),
         bundle_url=bundle_url(evidence),
     )

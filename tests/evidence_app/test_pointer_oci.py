@@ -6,6 +6,7 @@ for the same bundle is refused and stores nothing."""
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,7 @@ def test_a_pointer_to_a_bundle_in_the_registry_is_pulled_verified_and_linked(
     tmp_path: Path,
     django_capture_on_commit_callbacks: Any,
     claimed: str,
+    client: Any,
 ) -> None:
     bundle = private_sigstore.sign_dsse(
         statement_for(example_recipe), identity=FIRST_PARTY_IDENTITY, issuer=GITHUB_ISSUER
@@ -91,6 +93,8 @@ def test_a_pointer_to_a_bundle_in_the_registry_is_pulled_verified_and_linked(
         assert evidence.oci_ref == ref
         assert (row.state, row.reason) == ("ingested", "")
         assert evidence.withdrawn_at is None
+        page = html.unescape(client.get(f"/evidence/{evidence.pk}/").content.decode())
+        assert f"aicr evidence verify {row.path} --expected-issuer {GITHUB_ISSUER}" in page
     else:
         # Verified pinned to the claimed signer: the bundle's real signer fails the signature
         # step, and nothing contradicting the pointer is stored.
