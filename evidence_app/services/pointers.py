@@ -416,7 +416,9 @@ def pointers_settle() -> int:
     for pk in ids:
         with transaction.atomic():
             row = (
-                EvidencePointer.objects.select_for_update()
+                # Only the pointer row is locked: PostgreSQL cannot lock the nullable side of
+                # the outer joins that bring its upload and evidence along.
+                EvidencePointer.objects.select_for_update(of=("self",))
                 .select_related("upload__evidence__signer")
                 .filter(pk=pk, state=PointerState.PENDING)
                 .first()
