@@ -243,3 +243,25 @@ def test_it_says_so_in_the_api_and_the_exports(
     csv_body = b"".join(auditor.get("/api/v1/export/evidence.csv").streaming_content).decode()
     assert "aicr-unsupported" in csv_body
 
+
+@override_settings(AICR_SUPPORTED_RANGE=RANGE)
+def test_it_labels_a_catalog_and_a_run_outside_the_range(
+    client: Client,
+    example_recipe: Recipe,
+    django_capture_on_commit_callbacks: Callable[..., object],
+) -> None:
+    from tests.validators_app.runs_support import RECIPE, cluster_row
+    from validators_app.services import runs
+
+    label = "catalog AICR dev is outside the supported AICR range (&gt;=1.0.0,&lt;2.0.0)"
+    for url in ("/recipes/", reverse("recipes:detail", args=[example_recipe.name]), "/"):
+        assert label in client.get(url).content.decode(), url
+    with django_capture_on_commit_callbacks(execute=False):  # type: ignore[operator]
+        run = runs.run_start(cluster=cluster_row(), recipe_name=RECIPE, phases=["deployment"])
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert f"run AICR {run.aicr_version} is outside the supported AICR range" in page
+
+
+def test_it_labels_no_catalog_without_a_range(client: Client, example_recipe: Recipe) -> None:
+    page = client.get(reverse("recipes:detail", args=[example_recipe.name])).content.decode()
+    assert "outside the supported AICR range" not in page
