@@ -234,6 +234,11 @@ class ConsensusGrid:
         return [c for c in self.columns if c.simulated]
 
     @property
+    def unsupported_columns(self) -> list[Column]:
+        """Runs outside the supported AICR range (never counted), one column per signer."""
+        return [c for c in self.columns if c.group == "unsupported"]
+
+    @property
     def has_summary_only(self) -> bool:
         return any(c.summary_only for c in self.shown_columns)
 

@@ -157,9 +157,11 @@ def test_it_stops_counting_evidence_outside_the_range_and_the_stored_badges_foll
         assert ConsensusRules.objects.get().fingerprint == stored_consensus.rules_fingerprint()
         grid = consensus.consensus_grid(recipe=recipe)
         assert grid.consensus.badge == consensus.RecipeBadge.stored(row)
-        unsupported = [c for c in grid.columns if c.group == "unsupported"]
+        unsupported = grid.unsupported_columns
         assert [c.evidence.pk for c in unsupported] == [old.pk]
         assert not unsupported[0].counted
+        page = Client().get(reverse("recipes:detail", args=[recipe.name])).content.decode()
+        assert "1 counted · 0 reported · 1 outside the supported AICR range signers" in page
 
     _list_read()
     assert RecipeConsensusState.objects.get(recipe=recipe).state == consensus.CONFIRMED
