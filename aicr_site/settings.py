@@ -381,6 +381,18 @@ EVIDENCE_OCI_TIMEOUT_SECONDS = float(os.environ.get("EVIDENCE_OCI_TIMEOUT_SECOND
 EVIDENCE_OCI_LEASE_SECONDS = float(os.environ.get("EVIDENCE_OCI_LEASE_SECONDS", str(15 * 60)))
 # Evidence attested longer ago than this is stale ("older than 30 days").
 EVIDENCE_STALE_AFTER_DAYS = int(os.environ.get("EVIDENCE_STALE_AFTER_DAYS", "30"))
+# The AICR versions this site supports, as AICR's operator policy writes them: comma-separated
+# comparisons on semver (>=, >, <=, <, ==), e.g. ">=1.0.0,<2.0.0"; empty = any version.
+# Evidence, catalogs and runs of a version outside it (a `dev` build included: not a release)
+# are labelled "outside the supported AICR range" and evidence outside it is not counted.
+# The stored consensus badges follow a change by themselves (evidence_app.consensus.stored).
+from evidence_app.services.versions import parse_supported_range  # noqa: E402
+
+AICR_SUPPORTED_RANGE = os.environ.get("AICR_SUPPORTED_RANGE", "").strip()
+try:
+    AICR_SUPPORTED_RANGE = parse_supported_range(AICR_SUPPORTED_RANGE).text
+except ValueError as exc:
+    raise ImproperlyConfigured(f"AICR_SUPPORTED_RANGE={AICR_SUPPORTED_RANGE!r}: {exc}") from None
 
 # --- Validation runs (validators_app) ---------------------------------------------------------
 # Runs (RUNS): a running run whose worker sent no heartbeat for this long is taken over by the

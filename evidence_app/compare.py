@@ -54,9 +54,11 @@ class Side:
         standing = evidence_standing(self.evidence)
         if standing != "withdrawn" and self.evidence.verdict != Verdict.VERIFIED:
             return self.evidence.get_verdict_display().lower()
-        return {"simulated": "simulated, not counted", "reported": "reported, not counted"}.get(
-            standing, standing
-        )
+        return {
+            "simulated": "simulated, not counted",
+            "reported": "reported, not counted",
+            "unsupported": "outside the supported AICR range, not counted",
+        }.get(standing, standing)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from django.db import models
 from django.db.models import Q
 
 from evidence_app.json_shapes import Certificate, CheckResults, Predicate, StoredCommand, Transcript
+from evidence_app.services.versions import INVALID_KEY, supported_range
 from recipes_app.models import Recipe
 
 
@@ -232,20 +233,41 @@ class Verdict(models.TextChoices):
     REJECTED = "rejected", "Rejected"
 
 
-# What consensus counts: verified, not withdrawn, from a counted signer, on real hardware (not
-# a simulated cluster). One condition for querysets (``counted()``) and aggregates alike.
-COUNTED = Q(
-    verdict=Verdict.VERIFIED,
-    withdrawn_at__isnull=True,
-    signer__counted=True,
-    is_simulated=False,
-)
+def supported_range_q(field: str = "aicr_version_key") -> Q:
+    """The supported AICR range (``AICR_SUPPORTED_RANGE``) on the version key ``field``, in
+    SQL: ``SupportedRange.contains`` (a non-release, key "0" or "", is outside every
+    non-empty range). An empty range: every row."""
+    supported = supported_range()
+    if not supported.enabled:
+        return Q()
+    condition = ~Q(**{f"{field}__in": ["", INVALID_KEY]})
+    lookup = {">=": "gte", ">": "gt", "<=": "lte", "<": "lt", "==": "exact"}
+    for bound in supported.bounds:
+        condition &= Q(**{f"{field}__{lookup[bound.op]}": bound.key})
+    return condition
+
+
+def counted_q(prefix: str = "", *, signer: str = "signer__") -> Q:
+    """What consensus counts: verified, not withdrawn, from a counted signer, on real hardware
+    (not a simulated cluster), made with an AICR version in the supported range. One
+    condition for querysets (``counted()``) and aggregates alike; ``prefix`` reaches the
+    evidence and ``signer`` its signer through relations (from a signer: ``"evidence__"`` and
+    ``""``). ``consensus.is_counted`` is the same rule for one loaded row."""
+    return Q(
+        **{
+            f"{prefix}verdict": Verdict.VERIFIED,
+            f"{prefix}withdrawn_at__isnull": True,
+            f"{signer}counted": True,
+            f"{prefix}is_simulated": False,
+        }
+    ) & supported_range_q(f"{prefix}aicr_version_key")
 
 
 class EvidenceQuerySet(models.QuerySet["Evidence"]):
     def counted(self) -> EvidenceQuerySet:
-        """What consensus counts: verified, not withdrawn, counted signer, real hardware."""
-        return self.filter(COUNTED)
+        """What consensus counts: verified, not withdrawn, counted signer, real hardware, in
+        the supported AICR range (``counted_q``)."""
+        return self.filter(counted_q())
 
     def for_listing(self) -> EvidenceQuerySet:
         """Rows for lists: the signer and recipe joined, the stored bytes left in the database."""

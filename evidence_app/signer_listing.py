@@ -9,19 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, F, Max, Q, QuerySet
+from django.db.models import Count, F, Max, QuerySet
 
-from evidence_app.models import Signer, SignerKind, Verdict
+from evidence_app.models import Signer, SignerKind, counted_q
 
 PAGE_SIZE = 50
-
-# ``Evidence.objects.counted()`` as seen from a signer: what consensus counts.
-_COUNTED = Q(
-    evidence__verdict=Verdict.VERIFIED,
-    evidence__withdrawn_at__isnull=True,
-    evidence__is_simulated=False,
-    counted=True,
-)
 
 
 def signer_index(*, page_number: Any) -> Page[Signer]:
@@ -32,7 +24,8 @@ def signer_index(*, page_number: Any) -> Page[Signer]:
         Signer.objects.select_related("key")
         .annotate(
             records=Count("evidence"),
-            counted_records=Count("evidence", filter=_COUNTED),
+            # ``Evidence.objects.counted()`` as seen from a signer.
+            counted_records=Count("evidence", filter=counted_q("evidence__", signer="")),
             last_seen=Max("evidence__uploaded_at"),
         )
         .order_by("-counted", F("last_seen").desc(nulls_last=True), "label", "pk")

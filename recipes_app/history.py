@@ -61,14 +61,15 @@ from evidence_app.consensus.rules import (
 from evidence_app.corroborate import FAIL, PASS
 from evidence_app.evidence_page import ThresholdCheck, threshold_bound, threshold_checks
 from evidence_app.models import (
-    COUNTED,
     Evidence,
     EvidenceQuerySet,
     SignerClass,
     SignerKind,
     Verdict,
+    counted_q,
 )
 from evidence_app.services.staleness import StaleReason, staleness_bulk
+from evidence_app.services.versions import supported_range
 from evidence_app.templatetags.evidence_tags import number
 from recipes_app import history_charts
 from recipes_app.models import Recipe
@@ -377,6 +378,8 @@ def _why(evidence: Evidence, counted: bool) -> str:
         return "not counted: withdrawn"
     if evidence.is_simulated:
         return "not counted: simulated cluster"
+    if evidence_standing(evidence) == "unsupported":
+        return f"not counted: outside the supported AICR range ({supported_range().text})"
     signer = evidence.signer
     if counted:
         if signer.signer_class == SignerClass.REGISTERED_KEY:
@@ -533,7 +536,7 @@ def recipe_history(
     anchor, wanted, errors = _resolve(recipe, records, start, cell)
     counts = records.aggregate(
         n=Count("pk"),
-        counted=Count("pk", filter=COUNTED),
+        counted=Count("pk", filter=counted_q()),
     )
     window = _window(records, anchor, centre=wanted is not None)
     older_or_at = _at_or_older(records, window.anchor) if window.anchor else records

@@ -227,3 +227,22 @@ class RecipeConsensusState(models.Model):
 
     def __str__(self) -> str:
         return f"{self.recipe_id}: {self.state}"
+
+
+class ConsensusRules(models.Model):
+    """The settings every stored ``RecipeConsensusState`` was computed under (one row):
+    ``evidence_app.consensus.stored.rules_fingerprint()``, the supported AICR range and the
+    staleness age limit. A badge rests on them as much as on evidence, yet they change only
+    with the environment, at a deploy, where no service runs to refresh anything; the
+    expired-badge check before every list read compares this row with the running settings
+    and refreshes every badge when they differ (or when the row is missing), so a settings
+    change cannot leave stale badges behind silently."""
+
+    SINGLETON = 1
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=SINGLETON)
+    fingerprint = models.CharField(max_length=500)
+    refreshed_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.fingerprint

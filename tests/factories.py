@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+from datetime import timedelta
 
 import factory
+from django.utils import timezone
 
 from evidence_app.consensus import stored
 from recipes_app.models import Catalog, Recipe, RecipeChange
+from recipes_app.services import check_set_digest
 
 
 def _sha(text: str) -> str:
@@ -95,3 +98,22 @@ class RecipeFactory(factory.django.DjangoModelFactory):
         consensus badge (the current catalog moved)."""
         if create:
             stored.catalog_changed()
+
+
+def older_catalog_recipe(recipe: Recipe, *, extra_checks: tuple[str, ...] = ()) -> Recipe:
+    """``recipe``'s row (same name and digests) in an older catalog whose validator check set
+    is the current one plus ``extra_checks`` minus nothing: evidence bound to it differs from
+    the current catalog in its check set alone (validator-catalog-outdated, nothing else)."""
+    checks = sorted({*recipe.catalog.validator_checks, *extra_checks})
+    older = RecipeFactory(
+        catalog=CatalogFactory(
+            validator_checks=checks, validator_checks_digest=check_set_digest(checks)
+        ),
+        name=recipe.name,
+        digest=recipe.digest,
+        digest_v3=recipe.digest_v3,
+    )
+    Catalog.objects.filter(pk=older.catalog_id).update(
+        imported_at=timezone.now() - timedelta(days=400)
+    )
+    return older

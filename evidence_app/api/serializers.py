@@ -13,6 +13,7 @@ from rest_framework.reverse import reverse
 from evidence_app import consensus
 from evidence_app.evidence_page import verified_and_claimed
 from evidence_app.models import Evidence, Signer, SignerClassChange, UploadLog, Verdict
+from evidence_app.services.staleness import CODES as STALE_CODES
 from evidence_app.services.staleness import StaleReason
 from evidence_app.upload_status import http_status_of
 
@@ -24,16 +25,7 @@ class TranscriptStepSerializer(serializers.Serializer):
 
 
 class StaleReasonSerializer(serializers.Serializer):
-    code = serializers.ChoiceField(
-        choices=[
-            "recipe-changed",
-            "older-than-30-days",
-            "aicr-outdated",
-            "validator-catalog-outdated",
-            "signer-not-allowlisted",
-            "withdrawn",
-        ]
-    )
+    code = serializers.ChoiceField(choices=list(STALE_CODES))
     detail = serializers.CharField()
 
 
@@ -120,7 +112,9 @@ class EvidenceListSerializer(serializers.ModelSerializer):
     @extend_schema_field(
         serializers.BooleanField(
             help_text="Consensus counts it: verified, not withdrawn, a counted signer, not "
-            "simulated (demo evidence counts and says so in `is_demo`)."
+            "simulated, made with an AICR version in the site's supported range (else the "
+            "stale reason `aicr-unsupported` says so; demo evidence counts and says so in "
+            "`is_demo`)."
         )
     )
     def get_counted(self, obj: Evidence) -> bool:

@@ -9,7 +9,8 @@ Pages, the API, the SVG badge and the exports read consensus through this packag
 - states of many recipes: ``recipe_badges_computed(names=…)`` → ``ComputedBadges``, which
   ``stored`` keeps in ``RecipeConsensusState`` rows, and ``package_consensus(records, …)``
   for an audit package's own records;
-- which evidence counts: ``is_counted(evidence)`` (``EvidenceQuerySet.counted()`` for one row);
+- which evidence counts: ``is_counted(evidence)`` (``EvidenceQuerySet.counted()``, i.e.
+  ``models.counted_q``, for one row; both include ``AICR_SUPPORTED_RANGE``);
 - the state names, ``STATES`` (best first) and ``STATE_DESCRIPTIONS``.
 
 Modules: ``outcomes`` (a run's per-check results, read from its JSON), ``rules`` (which runs

@@ -42,6 +42,7 @@ from evidence_app.consensus.rules import (
     StaleSummary,
     declared_checks,
     eligible,
+    in_supported_range,
     is_counted,
     latest_per,
     outcome_statuses,
@@ -54,9 +55,10 @@ from evidence_app.corroborate import (
     order_versions_newest_first,
     parse_rfc3339,
 )
-from evidence_app.models import Evidence, Signer
+from evidence_app.models import Evidence, Signer, supported_range_q
 from evidence_app.selectors import HEAVY_FIELDS
 from evidence_app.services.staleness import StaleReason, staleness_bulk
+from evidence_app.services.versions import supported_range
 from recipes_app.models import Recipe
 
 RECENT_EVIDENCE = 5  # then a link to all of them (the page's byte budget)
@@ -89,7 +91,13 @@ class Column:
 
     @property
     def group(self) -> str:
-        return "simulated" if self.simulated else signer_group(self.signer)
+        """``simulated``, ``unsupported`` (outside the supported AICR range: a counted
+        signer's such runs get a column of their own, never counted), else the signer's."""
+        if self.simulated:
+            return "simulated"
+        if not in_supported_range(self.evidence):
+            return "unsupported"
+        return signer_group(self.signer)
 
     @property
     def summary_only(self) -> bool:
@@ -226,6 +234,11 @@ class ConsensusGrid:
         return [c for c in self.columns if c.simulated]
 
     @property
+    def unsupported_columns(self) -> list[Column]:
+        """Runs outside the supported AICR range (never counted), one column per signer."""
+        return [c for c in self.columns if c.group == "unsupported"]
+
+    @property
     def has_summary_only(self) -> bool:
         return any(c.summary_only for c in self.shown_columns)
 
@@ -240,7 +253,9 @@ class ConsensusGrid:
 
 def _column_key(evidence: Evidence) -> str:
     source = evidence.signer.source_id
-    return f"{source}:simulated" if evidence.is_simulated else source
+    if evidence.is_simulated:
+        return f"{source}:simulated"
+    return source if in_supported_range(evidence) else f"{source}:unsupported"
 
 
 def _instant(moment: datetime) -> int:
@@ -261,7 +276,7 @@ def _versions_newest_first(pairs: Iterable[tuple[str, datetime]]) -> list[str]:
 
 
 def _column_order(column: Column) -> tuple[int, str, str]:
-    group = {"counted": 0, "reported": 1, "simulated": 2}[column.group]
+    group = {"counted": 0, "reported": 1, "unsupported": 2, "simulated": 3}[column.group]
     return (group, column.signer.label.lower(), column.key)
 
 
@@ -273,6 +288,7 @@ def _shown_columns(columns: Sequence[Column], show_all: bool) -> list[Column]:
     caps = {
         "counted": COUNTED_COLUMNS_SHOWN,
         "reported": OTHER_COLUMNS_SHOWN,
+        "unsupported": OTHER_COLUMNS_SHOWN,
         "simulated": OTHER_COLUMNS_SHOWN,
     }
     newest = sorted(columns, key=lambda c: (c.evidence.attested_at, c.evidence.pk), reverse=True)
@@ -330,8 +346,16 @@ def _selected_runs(mine: QuerySet[Evidence], lens: str) -> list[Evidence]:
     candidates = eligible(mine)
     if lens:
         candidates = candidates.filter(aicr_version=lens)
+    partition = ["signer_id", "is_simulated"]
+    if supported_range().enabled:
+        # A signer's newest run in the supported range is its counted column (the stored
+        # badge's run); its newest run outside it gets a column of its own.
+        candidates = candidates.annotate(
+            _in_range=ExpressionWrapper(supported_range_q(), output_field=BooleanField())
+        )
+        partition.append("_in_range")
     return list(
-        latest_per(candidates, "signer_id", "is_simulated")
+        latest_per(candidates, *partition)
         .select_related("signer")
         .only(*GRID_FIELDS)
         .annotate(_phases=F("predicate__phases"))
@@ -495,7 +519,7 @@ def _recent_and_withdrawn(mine: QuerySet[Evidence]) -> tuple[list[Evidence], lis
 
 def _run_of(column: Column) -> Run:
     return Run(
-        key=column.signer.source_id,
+        key=column.key,  # the signer's source id; its other columns' keys say which they are
         counted=column.counted,
         simulated=column.simulated,
         statuses=outcome_statuses(column.outcomes),

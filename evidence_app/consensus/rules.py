@@ -3,8 +3,10 @@
 The rules are AICR's (``evidence_app.corroborate``: ``bucket_status``, ``compute_consensus``,
 ``rollup_phase``, ``rollup_recipe``), applied to the runs selected here:
 
-- **Counted** evidence is ``EvidenceQuerySet.counted()``; ``is_counted`` is the same rule for
-  one loaded row (the API's ``counted``, the evidence tables, the grid's counted columns).
+- **Counted** evidence is ``EvidenceQuerySet.counted()`` (``models.counted_q``); ``is_counted``
+  is the same rule for one loaded row (the API's ``counted``, the evidence tables, the grid's
+  counted columns). Evidence made with an AICR version outside ``AICR_SUPPORTED_RANGE`` is
+  not counted (``unsupported``): its signer's runs are shown with zero weight, as reported.
 - **Eligible** evidence is verified and not withdrawn (``eligible``). Simulated evidence is
   eligible for its own columns (labelled, never counted); demo evidence (signed with a demo
   key) counts like any other, and every state it feeds says so.
@@ -53,6 +55,7 @@ from evidence_app.corroborate import (
 )
 from evidence_app.models import Evidence, Signer, Verdict
 from evidence_app.services.staleness import CODES as STALE_CODES
+from evidence_app.services.versions import supported_range
 from recipes_app.models import RecipeConsensusState
 
 # The filter's choices, best first (what a person looking for validated recipes wants first).
@@ -71,8 +74,10 @@ RowKey = tuple[str, str]  # (phase, CTRF name)
 # What consensus reads of each selected run (``is_counted``, ``Run``, the staleness facts).
 RUN_FIELDS = (
     "pk",
+    "recipe",  # its catalog's validator check set
     "recipe_name",
     "subject_digest",
+    "predicate_type",  # which of the recipe's digests the subject names
     "attested_at",
     "aicr_version",
     "validator_catalog_version",
@@ -96,23 +101,33 @@ def signer_group(signer: Signer) -> str:
 
 def evidence_standing(evidence: Evidence) -> str:
     """Where a verified record stands for consensus: ``withdrawn``, ``simulated`` (never
-    counted), else its signer's group, ``counted`` or ``reported`` — ``is_counted`` in words."""
+    counted), ``unsupported`` (its AICR version is outside the supported range), else its
+    signer's group, ``counted`` or ``reported`` — ``is_counted`` in words."""
     if evidence.withdrawn_at is not None:
         return "withdrawn"
     if evidence.is_simulated:
         return "simulated"
+    if not in_supported_range(evidence):
+        return "unsupported"
     return signer_group(evidence.signer)
+
+
+def in_supported_range(evidence: Evidence) -> bool:
+    """Whether the record's AICR version is in ``AICR_SUPPORTED_RANGE`` (any, when empty)."""
+    return supported_range().contains(evidence.aicr_version)
 
 
 def is_counted(evidence: Evidence) -> bool:
     """Whether consensus counts this evidence row: exactly ``EvidenceQuerySet.counted()``
-    (verified, not withdrawn, a counted signer, not simulated) for one loaded row. Demo
-    evidence counts (and is labelled wherever a state derived from it is shown)."""
+    (verified, not withdrawn, a counted signer, not simulated, in the supported AICR range)
+    for one loaded row. Demo evidence counts (and is labelled wherever a state derived from
+    it is shown)."""
     return (
         evidence.verdict == Verdict.VERIFIED
         and evidence.withdrawn_at is None
         and evidence.signer.counted
         and not evidence.is_simulated
+        and in_supported_range(evidence)
     )
 
 

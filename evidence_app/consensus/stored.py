@@ -12,6 +12,12 @@ and staleness notes. What it rests on, and who refreshes it:
 - the current catalog (declared checks; the recipe-changed, aicr-outdated and
   validator-catalog-outdated staleness): a new catalog version refreshes every name
   (``catalog_changed``);
+- the settings (``AICR_SUPPORTED_RANGE``: which runs count; ``EVIDENCE_STALE_AFTER_DAYS``):
+  they change only at a deploy, where no service runs. A full refresh records
+  ``rules_fingerprint()`` in the ``ConsensusRules`` row; the expired-badge check below finds
+  a different (or no) fingerprint in the same query and refreshes every badge, so no badge
+  outlives the settings it was computed under (``manage.py refresh_consensus`` does the same
+  at once, if a deploy wants it before the first read);
 - time alone: a counted run turns "older than N days". Each row stores ``expires_at``, the
   first such moment still ahead; ``consensus_refresh_expired`` refreshes the rows past it,
   before every list read (``RecipeFilter``) and from the periodic task, so a badge is never
@@ -30,12 +36,15 @@ from collections.abc import Collection, Iterable
 from datetime import datetime
 
 from django.db import connection, transaction
+from django.db.models import Exists
 from django.utils import timezone
 
 from evidence_app.consensus.badges import recipe_badges_computed
 from evidence_app.consensus.rules import is_counted
 from evidence_app.models import Evidence, Verdict
-from recipes_app.models import Catalog, RecipeConsensusState
+from evidence_app.services.staleness import stale_after_days
+from evidence_app.services.versions import supported_range
+from recipes_app.models import Catalog, ConsensusRules, RecipeConsensusState
 
 # Advisory lock keys (two int4 keys): the whole set, and one per recipe name.
 LOCK_ALL = (0x41494352, 0)  # "AICR"
@@ -59,8 +68,19 @@ def _lock(names: Collection[str] | None) -> None:
         )
 
 
+def rules_fingerprint() -> str:
+    """The settings a stored badge rests on, as one string (``ConsensusRules``)."""
+    return f"aicr-supported-range={supported_range().text};stale-after-days={stale_after_days()}"
+
+
 def _store(names: Collection[str] | None, now: datetime) -> int:
-    """Recompute and replace the rows of ``names`` (None: all); the caller holds the locks."""
+    """Recompute and replace the rows of ``names`` (None: all, under the settings recorded in
+    ``ConsensusRules``); the caller holds the locks."""
+    if names is None:
+        ConsensusRules.objects.update_or_create(
+            pk=ConsensusRules.SINGLETON,
+            defaults={"fingerprint": rules_fingerprint(), "refreshed_at": now},
+        )
     computed = recipe_badges_computed(names=names, now=now)
     # Rows of recipes that lost their last counted run go; the others are replaced in place
     # (one upsert: a counted ingest, which cannot remove a badge, deletes nothing).
@@ -113,11 +133,23 @@ def consensus_refresh_expired(
     *, catalog: Catalog | None = None, now: datetime | None = None
 ) -> int:
     """Refresh the rows (of ``catalog``, or all) whose ``expires_at`` has passed: a counted
-    run behind them has aged into staleness since. One indexed query when none has."""
+    run behind them has aged into staleness since; every row when the settings they were
+    computed under are not the running ones (``rules_fingerprint``). One query when none
+    has and the settings are the same."""
     now = now or timezone.now()
     expired = RecipeConsensusState.objects.filter(expires_at__lt=now)
     if catalog is not None:
         expired = expired.filter(recipe__catalog=catalog)
+    state = (
+        ConsensusRules.objects.filter(pk=ConsensusRules.SINGLETON)
+        .annotate(any_expired=Exists(expired))
+        .values_list("fingerprint", "any_expired")
+        .first()
+    )
+    if state is None or state[0] != rules_fingerprint():
+        return _refresh_for_rules(now)
+    if not state[1]:
+        return 0
     names = frozenset(expired.values_list("recipe__name", flat=True))
     if not names:
         return 0
@@ -130,6 +162,18 @@ def consensus_refresh_expired(
             ).values_list("recipe__name", flat=True)
         )
         return _store(still, now) if still else 0
+
+
+def _refresh_for_rules(now: datetime) -> int:
+    """Every badge again, under the running settings (the stored ones differ or are unknown)."""
+    with transaction.atomic():
+        _lock(None)
+        # Another process may have refreshed them while this one waited for the lock.
+        if ConsensusRules.objects.filter(
+            pk=ConsensusRules.SINGLETON, fingerprint=rules_fingerprint()
+        ).exists():
+            return 0
+        return _store(None, now)
 
 
 # --- the hooks of the services that change what a badge rests on -----------------------------

@@ -34,6 +34,7 @@ from evidence_app.exports.package import (
     package_checks,
 )
 from evidence_app.exports.signing import key_fingerprint, load_public_key, manifest_signature_ok
+from evidence_app.services.versions import SupportedRange, parse_supported_range
 from evidence_app.verification.pipeline import verify_evidence
 from evidence_app.verification.summary_bundle import SummaryBundle
 from evidence_app.verification.trust import TrustRoot, TrustRootError, load_trust_root
@@ -261,7 +262,11 @@ def _iso(value: Any) -> str:
 
 
 def _check_record(
-    record: Mapping[str, Any], files: Mapping[str, bytes], policy: _Policy, report: AuditReport
+    record: Mapping[str, Any],
+    files: Mapping[str, bytes],
+    policy: _Policy,
+    report: AuditReport,
+    supported: SupportedRange,
 ) -> None:
     sha = str(record.get("sha256", ""))
     where = f"records.ndjson#{record.get('id')}"
@@ -329,12 +334,14 @@ def _check_record(
         and not record.get("withdrawn")
         and bool(record.get("signer_counted"))
         and not record.get("is_simulated")
+        and supported.contains(str(record.get("aicr_version") or ""))
     )
     if bool(record.get("counted")) != expected_counted:
         report.problem(
             "record-inconsistent",
             where,
-            "counted must be: verified, not withdrawn, a counted signer, not simulated",
+            "counted must be: verified, not withdrawn, a counted signer, not simulated, in the "
+            "package's aicr_supported_range",
         )
 
 
@@ -361,6 +368,17 @@ def _check_recipes(
             continue
         declared[digest] = entry.get("checks") or {}
     return declared
+
+
+def _supported_range(meta: Mapping[str, Any] | None, report: AuditReport) -> SupportedRange:
+    """The supported AICR range the package's records were counted under (``package.json``;
+    absent in packages from before it existed: any version)."""
+    text = (meta or {}).get("aicr_supported_range", "")
+    try:
+        return parse_supported_range(text if isinstance(text, str) else "")
+    except ValueError as exc:
+        report.problem("package-json-invalid", "package.json", f"aicr_supported_range: {exc}")
+        return SupportedRange()
 
 
 def audit_verify(path: Path, *, pinned_key: Any | None) -> AuditReport:
@@ -392,8 +410,9 @@ def audit_verify(path: Path, *, pinned_key: Any | None) -> AuditReport:
             f"{len(records)} records, package.json states {meta.get('records')}",
         )
     policy = _policy(files, report)
+    supported = _supported_range(meta, report)
     for record in records:
-        _check_record(record, files, policy, report)
+        _check_record(record, files, policy, report, supported)
     declared = _check_recipes(records, files, report)
     stated = _json(files, "consensus.json", report)
     try:

@@ -23,7 +23,8 @@ from django.db.models import QuerySet
 
 from evidence_app.exports.records import StaleCodes, _phases, url_around_id
 from evidence_app.models import Evidence, Verdict
-from recipes_app.models import Recipe
+from evidence_app.services.versions import INVALID_KEY, supported_range
+from recipes_app.models import Catalog, Recipe
 
 # ``_iso`` of records.py in SQL: ISO 8601 in UTC with "Z", microseconds only when not zero
 # (as Python's ``isoformat``).
@@ -33,8 +34,25 @@ _ISO = (
 )
 
 _COUNTED = (
-    "(e.verdict = %(verified)s AND e.withdrawn_at IS NULL AND s.counted AND NOT e.is_simulated)"
+    "(e.verdict = %(verified)s AND e.withdrawn_at IS NULL AND s.counted AND NOT e.is_simulated"
+    " AND {in_range})"
 )
+_SQL_OPERATORS = {">=": ">=", ">": ">", "<=": "<=", "<": "<", "==": "="}
+
+
+def _in_range_sql(params: dict[str, Any]) -> str:
+    """``models.supported_range_q`` on ``e.aicr_version_key`` as SQL text, its keys bound in
+    ``params`` (a test holds the export's ``counted`` equal to ``counted()`` under a range)."""
+    supported = supported_range()
+    if not supported.enabled:
+        return "TRUE"
+    params["no_release"] = ["", INVALID_KEY]
+    parts = ["NOT (e.aicr_version_key = ANY(%(no_release)s))"]
+    for i, bound in enumerate(supported.bounds):
+        params[f"range_{i}"] = bound.key
+        parts.append(f"e.aicr_version_key {_SQL_OPERATORS[bound.op]} %(range_{i})s")
+    return "(" + " AND ".join(parts) + ")"
+
 
 # Record key → SQL, every ``ExportRecord`` key but ``stale`` and ``stale_reasons``.
 _FIELDS = {
@@ -90,7 +108,7 @@ _AFTER_STALE = [key for key in _KEYS if key > "stale_reasons"]
 
 
 _STALE_KEY = """json_build_array(
-         e.recipe_name, e.subject_digest, e.aicr_version, e.validator_catalog_version,
+         e.recipe_name, e.subject_digest, e.predicate_type, r.catalog_id, e.aicr_version,
          NOT s.counted AND EXISTS (
            SELECT 1 FROM evidence_app_signerclasschange c
            WHERE c.signer_id = s.id AND c.from_counted
@@ -160,6 +178,7 @@ def ndjson_stream_pg(
     imported during the export is not seen: the export is of the moment it started)."""
     stale = StaleCodes()
     stale.load_recipes(Recipe.objects.order_by().values_list("name", flat=True).distinct())
+    stale.load_catalogs(Catalog.objects.values_list("pk", flat=True))
     selected, selected_params = queryset.order_by().values("pk").query.sql_with_params()
     url_head, url_tail = url_around_id(lambda pk: url_of("api:evidence-detail", pk))
     bundle_head, bundle_tail = url_around_id(lambda pk: url_of("api:evidence-bundle", pk))
@@ -171,7 +190,9 @@ def ndjson_stream_pg(
         "bundle_head": bundle_head,
         "bundle_tail": bundle_tail,
     }
-    sql = _SQL.replace("{selected}", _named(selected, selected_params, params))
+    sql = _SQL.replace("{selected}", _named(selected, selected_params, params)).replace(
+        "{in_range}", _in_range_sql(params)
+    )
     fragments: dict[str, str] = {}  # stale key (JSON array text) → its stale fragment
     connection.ensure_connection()
     with connection.connection.cursor() as cursor, cursor.copy(sql, params) as copy:

@@ -48,6 +48,7 @@ from evidence_app.exports.signing import key_fingerprint, sign_manifest
 from evidence_app.models import Allowlist, Evidence, SigningKey, TrustRoot
 from evidence_app.services.ingest import policy_current
 from evidence_app.services.site_key import site_private_key
+from evidence_app.services.versions import supported_range
 from evidence_app.verification.commands import KEY_SIGNED_UPSTREAM_NOTE
 from evidence_app.verification.trust import (
     TrustRootError,
@@ -271,6 +272,8 @@ def audit_package_write(
                     "created_at": now.isoformat(),
                     "site": site,
                     "filters": dict(sorted(filters.items())),
+                    # The records' `counted` and `aicr-unsupported` rest on it ("": any version).
+                    "aicr_supported_range": supported_range().text,
                     "records": count,
                     "site_key_fingerprint": fingerprint,
                 }
@@ -373,5 +376,6 @@ recomputes `consensus.json` from `records.ndjson`.
 `consensus.json` is the consensus of the records in this package (per recipe, the newest
 counted run of each signer): a package exported with filters states the consensus of what it
 holds, not necessarily what the site shows. Records marked `is_demo` are signed with demo keys;
-`is_simulated` runs never count.
+`is_simulated` runs never count, nor do runs made with an AICR version outside the site's
+supported range (`aicr_supported_range` in `package.json`; stale reason `aicr-unsupported`).
 """

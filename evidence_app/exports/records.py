@@ -20,7 +20,7 @@ from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
-from evidence_app.models import Evidence, Verdict
+from evidence_app.models import Evidence, counted_q
 from evidence_app.services.staleness import (
     AllowlistState,
     StalenessContext,
@@ -68,13 +68,6 @@ _COLUMNS = (
     ("is_demo", "is_demo"),
     ("phases", "predicate_phases"),
     ("signer_id", "signer_id"),
-)
-_COUNTED = Q(
-    # EvidenceQuerySet.counted() as one column (a test holds them equal row by row).
-    verdict=Verdict.VERIFIED,
-    withdrawn_at__isnull=True,
-    signer__counted=True,
-    is_simulated=False,
 )
 
 
@@ -131,7 +124,8 @@ def export_rows(queryset: QuerySet[Evidence]) -> QuerySet[Any]:
     return (
         queryset.annotate(
             has_artifact=ExpressionWrapper(Q(artifact__isnull=False), output_field=BooleanField()),
-            is_counted=ExpressionWrapper(_COUNTED, output_field=BooleanField()),
+            # EvidenceQuerySet.counted() as one column (a test holds them equal row by row).
+            is_counted=ExpressionWrapper(counted_q(), output_field=BooleanField()),
             predicate_phases=KeyTransform("phases", "predicate"),
         )
         .order_by("pk")
@@ -174,18 +168,19 @@ def _phases(value: Any) -> dict[str, PhaseCounts]:
     }
 
 
-# (recipe name, subject digest, AICR version, validator catalog version, signer delisted,
-# older than the limit, withdrawn): all a row's stale reasons depend on.
-StaleKey = tuple[str, str, str, str, bool, bool, bool]
+# (recipe name, subject digest, predicate type, its recipe row's catalog id, AICR version,
+# signer delisted, older than the limit, withdrawn): all a row's stale reasons depend on.
+StaleKey = tuple[str, str, str, int, str, bool, bool, bool]
 
 
 class StaleCodes:
     """Stale reason codes per row, from ``services.staleness`` (the one rule), memoised.
 
-    A row's reasons depend on its recipe name, digest, AICR and validator catalog versions,
-    whether its signer was delisted, whether it is older than the limit and whether it is
-    withdrawn (a ``StaleKey``); rows sharing these share their codes, so the rule runs once per
-    distinct combination, not once per row."""
+    A row's reasons depend on its recipe name, digest, predicate type (the digest scheme), its
+    recipe row's catalog (the validator check set), AICR version, whether its signer was
+    delisted, whether it is older than the limit and whether it is withdrawn (a ``StaleKey``);
+    rows sharing these share their codes, so the rule runs once per distinct combination, not
+    once per row. (The supported AICR range is a setting, the same for every row.)"""
 
     MEMO_LIMIT = 10_000
 
@@ -207,19 +202,23 @@ class StaleCodes:
             facts = staleness_context([Evidence(recipe_name=name) for name in new], now=self.now)
             self.context.current_digests.update(facts.current_digests)
             self.context.newest_aicr.update(facts.newest_aicr)
-            self.context.validator_catalog_version = facts.validator_catalog_version
+            self.context.current_checks = facts.current_checks
+
+    def load_catalogs(self, catalog_ids: Iterable[int]) -> None:
+        """Load the validator check sets of catalogs not seen yet (one query when any is)."""
+        self.context.load_check_sets(catalog_ids)
 
     def codes(self, key: StaleKey) -> list[str]:
         codes = self.memo.get(key)
         if codes is None:
             if len(self.memo) == self.MEMO_LIMIT:  # memory stays flat whatever the data
                 self.memo.clear()
-            recipe, digest, aicr_version, validator_version, delisted, old, withdrawn = key
+            recipe, digest, predicate_type, catalog_id, aicr_version, delisted, old, withdrawn = key
             probe = Evidence(
                 recipe_name=recipe,
                 subject_digest=digest,
+                predicate_type=predicate_type,
                 aicr_version=aicr_version,
-                validator_catalog_version=validator_version,
                 signer_id=0,  # a stand-in signer, delisted or not as the row's
                 # A stand-in time on the same side of the limit as the row's.
                 attested_at=self.old_before - timedelta(days=1) if old else self.now,
@@ -229,7 +228,7 @@ class StaleCodes:
             context = dataclasses.replace(
                 self.context, allowlist_state=AllowlistState(frozenset({0} if delisted else ()))
             )
-            codes = [reason.code for reason in context.reasons(probe)]
+            codes = [reason.code for reason in context.reasons(probe, catalog_id=catalog_id)]
             self.memo[key] = codes
         return codes
 
@@ -239,6 +238,7 @@ class _ChunkStaleness(StaleCodes):
 
     def chunk(self, rows: list[dict[str, Any]]) -> None:
         self.load_recipes(row["recipe"] for row in rows)
+        self.load_catalogs(row["catalog"] for row in rows)
         self.delisted = delisted_signers({row["signer_id"] for row in rows})
 
     def row_codes(self, row: dict[str, Any]) -> list[str]:
@@ -246,8 +246,9 @@ class _ChunkStaleness(StaleCodes):
             (
                 row["recipe"],
                 row["recipe_digest"],
+                row["predicate_type"],
+                row["catalog"],
                 row["aicr_version"],
-                row["validator_catalog_version"],
                 row["signer_id"] in self.delisted,
                 row["attested_at"] < self.old_before,
                 row["withdrawn_at"] is not None,

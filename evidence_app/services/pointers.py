@@ -50,7 +50,6 @@ from evidence_app.corroborate import allowlist as al
 from evidence_app.corroborate.errors import AllowlistError, CorroborateError
 from evidence_app.corroborate.files import read_bounded_file
 from evidence_app.models import (
-    COUNTED,
     Evidence,
     EvidencePointer,
     PointerState,
@@ -58,6 +57,7 @@ from evidence_app.models import (
     SignerKind,
     UploadState,
     Verdict,
+    counted_q,
 )
 from evidence_app.services import oci
 from evidence_app.services.withdrawal import WithdrawalError, evidence_withdraw
@@ -557,7 +557,7 @@ def pointer_export(*, evidence: Evidence) -> ExportedPointer:
 
 def pointer_exportable(evidence: Evidence) -> bool:
     """Whether the evidence page offers the pointer download: counted and exportable."""
-    if not Evidence.objects.filter(COUNTED, pk=evidence.pk).exists():
+    if not Evidence.objects.filter(counted_q(), pk=evidence.pk).exists():
         return False
     try:
         pointer_export(evidence=evidence)

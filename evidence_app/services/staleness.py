@@ -3,14 +3,25 @@
 Reasons (codes, in display order):
 
 ``recipe-changed``              the subject digest is not the current catalog's digest for that
-                                recipe name (or the recipe left the catalog);
+                                recipe name (or the recipe left the catalog): its V3 digest
+                                (``Recipe.digest_v3``) for a ``recipe-evidence/v3`` statement,
+                                its legacy digest (``Recipe.digest``) otherwise;
 ``older-than-30-days``          ``attestedAt`` is more than ``EVIDENCE_STALE_AFTER_DAYS`` ago;
-``aicr-outdated``               made with an older AICR version than the newest seen for the recipe
-                                among counted evidence (verified, counted signer, not simulated,
-                                not withdrawn), or than the current catalog's (Go semver
-                                order, as AICR sorts versions);
-``validator-catalog-outdated``  ``validatorCatalogVersion`` is older than the current catalog's
-                                ``validators/catalog.yaml`` ``metadata.version``;
+``aicr-outdated``               made with an AICR *release* older than the newest release known
+                                for the recipe: among counted evidence (verified, counted signer,
+                                not simulated, not withdrawn, in the supported range), or the
+                                current catalog's when that is a supported release (Go semver
+                                order, as AICR sorts versions). Evidence made with a non-release
+                                (``dev``, empty) is never "outdated": it cannot be placed on the
+                                release line, and its tree is judged by content instead (a
+                                ``dev`` run on an older tree is ``recipe-changed`` already). A
+                                release is never older than ``dev``;
+``aicr-unsupported``            its AICR version is outside ``AICR_SUPPORTED_RANGE`` (a
+                                non-release is outside every non-empty range): not counted;
+``validator-catalog-outdated``  the validator check set of the catalog its recipe row belongs to
+                                (``Catalog.validator_checks_digest``) is not the current
+                                catalog's. Content, not ``validatorCatalogVersion``: AICR never
+                                bumped that "1.0.0" when it added checks (AICR-V1.md §5);
 ``signer-not-allowlisted``      the signer counted before (allowlisted, or a registered key) and
                                 does not now (from ``SignerClassChange``);
 ``withdrawn``                   withdrawn by its contributor or a maintainer.
@@ -32,13 +43,21 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from evidence_app.corroborate.versions import compare
-from evidence_app.models import Evidence, SignerClassChange
-from evidence_app.services.versions import INVALID_KEY, version_key
+from evidence_app.models import Evidence, SignerClassChange, supported_range_q
+from evidence_app.services.versions import (
+    INVALID_KEY,
+    SupportedRange,
+    is_release,
+    supported_range,
+    version_key,
+)
+from evidence_app.verification.digests import PREDICATE_V3, DigestScheme, scheme_for
 from recipes_app.models import Catalog, Recipe
 
 RECIPE_CHANGED = "recipe-changed"
 OLDER_THAN_30_DAYS = "older-than-30-days"
 AICR_OUTDATED = "aicr-outdated"
+AICR_UNSUPPORTED = "aicr-unsupported"
 VALIDATOR_CATALOG_OUTDATED = "validator-catalog-outdated"
 SIGNER_NOT_ALLOWLISTED = "signer-not-allowlisted"
 WITHDRAWN = "withdrawn"
@@ -46,6 +65,7 @@ CODES = (
     RECIPE_CHANGED,
     OLDER_THAN_30_DAYS,
     AICR_OUTDATED,
+    AICR_UNSUPPORTED,
     VALIDATOR_CATALOG_OUTDATED,
     SIGNER_NOT_ALLOWLISTED,
     WITHDRAWN,
@@ -60,6 +80,13 @@ class StaleReason:
     def as_dict(self) -> dict[str, str]:
         return {"code": self.code, "detail": self.detail}
 
+    @property
+    def badge(self) -> str:
+        """A label's text: ``stale: <code>``, or the range's own words for aicr-unsupported."""
+        if self.code == AICR_UNSUPPORTED:
+            return f"outside the supported AICR range ({supported_range().text})"
+        return f"stale: {self.code}"
+
 
 @dataclass(frozen=True)
 class AllowlistState:
@@ -69,6 +96,31 @@ class AllowlistState:
 
     def delisted(self, signer_id: int | None) -> bool:
         return signer_id in self.delisted_signer_ids
+
+
+@dataclass(frozen=True)
+class CheckSet:
+    """A validator catalog's check set (``Catalog.validator_checks``) and its digest."""
+
+    digest: str
+    checks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RecipeDigests:
+    """A current recipe's digests: legacy (``recipe-evidence/v1``, ``/v2``) and V3."""
+
+    legacy: str
+    v3: str = ""
+
+
+def _current_digest_for(predicate_type: str, digests: RecipeDigests | None) -> str | None:
+    """The current recipe's digest a statement of ``predicate_type`` must name, by the one
+    dispatch rule (``verification.digests.scheme_for``: V3 for exactly the v3 URI, legacy
+    otherwise). ``stale_q`` asks the same in SQL."""
+    if digests is None:
+        return None
+    return digests.v3 if scheme_for(predicate_type) is DigestScheme.V3 else digests.legacy
 
 
 def stale_after_days() -> int:
@@ -86,12 +138,17 @@ def staleness_reasons(
     now: datetime,
     newest_aicr_version: str,
     allowlist_state: AllowlistState,
-    validator_catalog_version: str = "",
+    validator_checks: CheckSet | None = None,
+    current_validator_checks: CheckSet | None = None,
+    supported: SupportedRange | None = None,
 ) -> list[StaleReason]:
     """The reasons ``evidence`` is stale (empty: fresh). ``current_recipe_digest``: the current
-    catalog's digest for ``evidence.recipe_name`` (None: no such recipe any more);
-    ``newest_aicr_version``: the newest AICR version for that recipe (evidence or catalog);
-    ``validator_catalog_version``: the current catalog's (empty: unknown)."""
+    catalog's digest for ``evidence.recipe_name`` in the scheme of its predicate type (None: no
+    such recipe any more); ``newest_aicr_version``: the newest release known for that recipe
+    (evidence or catalog); ``validator_checks``: the check set of the catalog of the
+    evidence's recipe row, ``current_validator_checks`` the current catalog's (None or an
+    empty digest: unknown); ``supported``: the supported AICR range (None: the setting's)."""
+    supported = supported if supported is not None else supported_range()
     reasons: list[StaleReason] = []
     if current_recipe_digest is None:
         reasons.append(
@@ -119,23 +176,33 @@ def staleness_reasons(
                 f"older than {days} days is stale.",
             )
         )
-    if newest_aicr_version and compare(evidence.aicr_version, newest_aicr_version) < 0:
+    # Releases against releases only: a non-release (dev) cannot be placed on the release line
+    # and is judged by its content (recipe-changed, validator-catalog-outdated) instead.
+    if (
+        newest_aicr_version
+        and is_release(evidence.aicr_version)
+        and compare(evidence.aicr_version, newest_aicr_version) < 0
+    ):
         reasons.append(
             StaleReason(
                 AICR_OUTDATED,
-                f"Made with AICR {evidence.aicr_version or '(unknown)'}; AICR "
-                f"{newest_aicr_version} is newer for this recipe.",
+                f"Made with AICR {evidence.aicr_version}; AICR {newest_aicr_version} is newer "
+                "for this recipe.",
             )
         )
+    if not supported.contains(evidence.aicr_version):
+        reasons.append(StaleReason(AICR_UNSUPPORTED, unsupported_sentence(evidence.aicr_version)))
     if (
-        validator_catalog_version
-        and compare(_v(evidence.validator_catalog_version), _v(validator_catalog_version)) < 0
+        validator_checks is not None
+        and current_validator_checks is not None
+        and validator_checks.digest
+        and current_validator_checks.digest
+        and validator_checks.digest != current_validator_checks.digest
     ):
         reasons.append(
             StaleReason(
                 VALIDATOR_CATALOG_OUTDATED,
-                f"Validator catalog {evidence.validator_catalog_version or '(unknown)'} is older "
-                f"than the current catalog's {validator_catalog_version}.",
+                _check_set_change(validator_checks, current_validator_checks),
             )
         )
     if allowlist_state.delisted(evidence.signer_id):
@@ -157,9 +224,26 @@ def staleness_reasons(
     return reasons
 
 
-def _v(version: str) -> str:
-    text = (version or "").strip()
-    return text if not text or text.startswith("v") else "v" + text
+def unsupported_sentence(version: str, *, what: str = "Made with") -> str:
+    """Why ``version`` is outside the supported AICR range, in a sentence."""
+    shown = version.strip() or "(unknown)"
+    why = "" if is_release(version) else " (not a release: no range can place it)"
+    return (
+        f"{what} AICR {shown}, outside the supported AICR range ({supported_range().text}){why}; "
+        "evidence outside it does not count."
+    )
+
+
+def _check_set_change(old: CheckSet, new: CheckSet) -> str:
+    added = sorted(set(new.checks) - set(old.checks))
+    removed = sorted(set(old.checks) - set(new.checks))
+    parts = []
+    if added:
+        parts.append(f"adds {', '.join(added)}")
+    if removed:
+        parts.append(f"removes {', '.join(removed)}")
+    change = " and ".join(parts) if parts else "has another check set"
+    return f"The validator catalog changed: the current one {change}."
 
 
 # --- facts for a list ------------------------------------------------------------------------
@@ -167,7 +251,7 @@ def _v(version: str) -> str:
 
 def validator_catalog_version(catalog: Catalog | None) -> str:
     """``metadata.version`` of the catalog's ``validators/catalog.yaml`` ('' when absent),
-    recorded by the catalog importer."""
+    recorded by the catalog importer (shown, never compared: see validator-catalog-outdated)."""
     return catalog.validator_catalog_version if catalog is not None else ""
 
 
@@ -182,20 +266,44 @@ def _newest(versions: Iterable[str]) -> str:
 @dataclass
 class StalenessContext:
     now: datetime
-    current_digests: dict[str, str] = field(default_factory=dict)
+    current_digests: dict[str, RecipeDigests] = field(default_factory=dict)
     newest_aicr: dict[str, str] = field(default_factory=dict)
-    validator_catalog_version: str = ""
+    current_checks: CheckSet | None = None
+    check_sets: dict[int, CheckSet] = field(default_factory=dict)  # catalog id → its check set
+    recipe_catalogs: dict[int, int] = field(default_factory=dict)  # recipe id → catalog id
     allowlist_state: AllowlistState = field(default_factory=AllowlistState)
 
-    def reasons(self, evidence: Evidence) -> list[StaleReason]:
+    def reasons(self, evidence: Evidence, *, catalog_id: int | None = None) -> list[StaleReason]:
+        """``evidence``'s reasons; ``catalog_id``: its recipe row's catalog (None: looked up
+        from ``recipe_catalogs``)."""
+        if catalog_id is None:
+            catalog_id = self.recipe_catalogs.get(evidence.recipe_id)
         return staleness_reasons(
             evidence,
-            current_recipe_digest=self.current_digests.get(evidence.recipe_name),
+            current_recipe_digest=_current_digest_for(
+                evidence.predicate_type, self.current_digests.get(evidence.recipe_name)
+            ),
             now=self.now,
             newest_aicr_version=self.newest_aicr.get(evidence.recipe_name, ""),
             allowlist_state=self.allowlist_state,
-            validator_catalog_version=self.validator_catalog_version,
+            validator_checks=self.check_sets.get(catalog_id) if catalog_id is not None else None,
+            current_validator_checks=self.current_checks,
         )
+
+    def load_check_sets(self, catalog_ids: Iterable[int]) -> None:
+        """The check sets of the catalogs not loaded yet (one query when any is new)."""
+        new = set(catalog_ids) - set(self.check_sets)
+        if new:
+            self.check_sets.update(check_sets(Catalog.objects.filter(pk__in=sorted(new))))
+
+
+def check_sets(catalogs: QuerySet[Catalog]) -> dict[int, CheckSet]:
+    return {
+        pk: CheckSet(digest=digest, checks=tuple(checks or ()))
+        for pk, digest, checks in catalogs.values_list(
+            "pk", "validator_checks_digest", "validator_checks"
+        )
+    }
 
 
 def delisted_signers(signer_ids: Iterable[int]) -> frozenset[int]:
@@ -209,19 +317,61 @@ def delisted_signers(signer_ids: Iterable[int]) -> frozenset[int]:
     )
 
 
+def _catalog_bar(catalog: Catalog | None, supported: SupportedRange) -> str:
+    """The current catalog's AICR version when it sets the aicr-outdated bar: a release in the
+    supported range ('' otherwise: ``dev`` sets no bar)."""
+    version = catalog.aicr_version if catalog is not None else ""
+    return version if is_release(version) and supported.contains(version) else ""
+
+
+def _load_recipe_facts(
+    context: StalenessContext,
+    evidence: Sequence[Evidence],
+    names: set[str],
+    catalog: Catalog | None,
+) -> None:
+    """In one query: the current catalog's digests of ``names``, and the catalog (with its
+    validator check set) of each evidence's recipe row."""
+    recipe_ids = {e.recipe_id for e in evidence if e.recipe_id}  # export probes have none
+    wanted = Q(pk__in=sorted(recipe_ids))
+    if catalog is not None:
+        wanted |= Q(catalog=catalog, name__in=sorted(names))
+    elif not recipe_ids:
+        return
+    for pk, name, catalog_id, digest, digest_v3, checks_digest, checks in Recipe.objects.filter(
+        wanted
+    ).values_list(
+        "pk",
+        "name",
+        "catalog_id",
+        "digest",
+        "digest_v3",
+        "catalog__validator_checks_digest",
+        "catalog__validator_checks",
+    ):
+        if catalog is not None and catalog_id == catalog.pk and name in names:
+            context.current_digests[name] = RecipeDigests(legacy=digest, v3=digest_v3)
+        if pk in recipe_ids:
+            context.recipe_catalogs[pk] = catalog_id
+            context.check_sets[catalog_id] = CheckSet(
+                digest=checks_digest, checks=tuple(checks or ())
+            )
+
+
 def staleness_context(
     evidence: Sequence[Evidence], *, now: datetime | None = None
 ) -> StalenessContext:
-    """The facts ``staleness_reasons`` needs for ``evidence``, in at most five queries."""
+    """The facts ``staleness_reasons`` needs for ``evidence``, in at most four queries."""
     context = StalenessContext(now=now or timezone.now())
     names = {e.recipe_name for e in evidence}
     if not names:
         return context
     catalog = Catalog.objects.current()
     if catalog is not None:
-        context.current_digests = dict(
-            Recipe.objects.filter(catalog=catalog, name__in=names).values_list("name", "digest")
+        context.current_checks = CheckSet(
+            digest=catalog.validator_checks_digest, checks=tuple(catalog.validator_checks or ())
         )
+    _load_recipe_facts(context, evidence, names, catalog)
     by_recipe: dict[str, set[str]] = {}
     for name, version in (
         # Only evidence that counts sets the bar: an unallowlisted signer (or a simulated run)
@@ -232,14 +382,14 @@ def staleness_context(
         .values_list("recipe_name", "aicr_version")
         .distinct()
     ):
-        by_recipe.setdefault(name, set()).add(version)
-    catalog_version = catalog.aicr_version if catalog is not None else ""
+        if is_release(version):
+            by_recipe.setdefault(name, set()).add(version)
+    catalog_version = _catalog_bar(catalog, supported_range())
     for name in names:
         candidates = by_recipe.get(name, set())
         if catalog_version:
             candidates = candidates | {catalog_version}
         context.newest_aicr[name] = _newest(sorted(candidates))
-    context.validator_catalog_version = validator_catalog_version(catalog)
     context.allowlist_state = AllowlistState(delisted_signers(e.signer_id for e in evidence))
     return context
 
@@ -254,11 +404,15 @@ def staleness_bulk(
 
 # --- the same question in SQL ----------------------------------------------------------------
 
+# Version keys no release has: a non-release (``dev``, a label) and a row without a key.
+_NO_RELEASE_KEYS = ("", INVALID_KEY)
+
 
 def stale_q(*, now: datetime | None = None) -> tuple[dict[str, object], Q]:
     """``(annotations, Q)``: ``qs.annotate(**annotations).filter(Q)`` keeps the stale rows."""
     now = now or timezone.now()
     catalog = Catalog.objects.current()
+    supported = supported_range()
     newest = (
         Evidence.objects.counted()
         .filter(recipe_name=OuterRef("recipe_name"))
@@ -268,34 +422,42 @@ def stale_q(*, now: datetime | None = None) -> tuple[dict[str, object], Q]:
         .values("newest")[:1]
     )
     newest_expr: object = Coalesce(Subquery(newest), Value(INVALID_KEY))
-    catalog_key = version_key(catalog.aicr_version) if catalog is not None else INVALID_KEY
+    catalog_key = version_key(_catalog_bar(catalog, supported))
     if catalog_key != INVALID_KEY:
         newest_expr = Greatest(newest_expr, Value(catalog_key))
+    current = Recipe.objects.filter(catalog=catalog, name=OuterRef("recipe_name"))
     annotations: dict[str, object] = {
         "_stale_newest_aicr": newest_expr,
-        "_stale_recipe_current": Exists(
-            Recipe.objects.filter(
-                catalog=catalog, name=OuterRef("recipe_name"), digest=OuterRef("subject_digest")
-            )
-        )
+        # ``_current_digest_for`` in SQL: the V3 digest for a v3 statement, else the legacy one.
+        "_stale_recipe_current": Exists(current.filter(digest=OuterRef("subject_digest")))
+        if catalog is not None
+        else Value(False),
+        "_stale_recipe_current_v3": Exists(current.filter(digest_v3=OuterRef("subject_digest")))
         if catalog is not None
         else Value(False),
         "_stale_delisted": Exists(
             SignerClassChange.objects.filter(signer=OuterRef("signer"), from_counted=True)
         ),
     }
+    v3 = Q(predicate_type=PREDICATE_V3)  # scheme_for in SQL: exactly the v3 URI
     condition = (
         Q(withdrawn_at__isnull=False)
-        | Q(_stale_recipe_current=False)
+        | (~v3 & Q(_stale_recipe_current=False))
+        | (v3 & Q(_stale_recipe_current_v3=False))
         | Q(attested_at__lt=now - timedelta(days=stale_after_days()))
-        | Q(aicr_version_key__lt=F("_stale_newest_aicr"))
+        | (
+            Q(aicr_version_key__lt=F("_stale_newest_aicr"))
+            & ~Q(aicr_version_key__in=_NO_RELEASE_KEYS)
+        )
         | Q(_stale_delisted=True, signer__counted=False)
     )
-    validator = validator_catalog_version(catalog)
-    if validator:
-        validator_key = version_key(validator, assume_v=True)
-        if validator_key != INVALID_KEY:
-            condition |= Q(validator_catalog_version_key__lt=validator_key)
+    if supported.enabled:
+        condition |= ~supported_range_q("aicr_version_key")
+    current_checks = catalog.validator_checks_digest if catalog is not None else ""
+    if current_checks:
+        condition |= ~Q(recipe__catalog__validator_checks_digest=current_checks) & ~Q(
+            recipe__catalog__validator_checks_digest=""
+        )
     return annotations, condition
 
 

@@ -16,7 +16,10 @@ identifier = ``"1"`` + num; an alphanumeric one = ``"2"`` + three-digit code of 
 
 from __future__ import annotations
 
-from evidence_app.corroborate.versions import _parse
+import functools
+from dataclasses import dataclass
+
+from evidence_app.corroborate.versions import _parse, compare
 
 INVALID_KEY = "0"
 MAX_VERSION_CHARS = 100
@@ -58,3 +61,108 @@ def version_key(version: str, *, assume_v: bool = False) -> str:
     if pre is None or any(p is None for p in parts):
         return INVALID_KEY
     return "1" + "".join(p for p in parts if p is not None) + pre
+
+
+def is_release(version: str) -> bool:
+    """Whether ``version`` is one AICR's semver can place (``v1.0.0``, ``v0.19.0-rc.1``):
+    ``dev``, an empty version and other labels are not. The same question as
+    ``version_key(version) != INVALID_KEY``, which is how SQL asks it."""
+    return version_key(version) != INVALID_KEY
+
+
+# --- the supported AICR range (``AICR_SUPPORTED_RANGE``) --------------------------------------
+
+# Longest first, so ">=" is not read as ">" followed by "=1.0.0".
+_OPERATORS = (">=", "<=", "==", ">", "<", "=")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One comparison of a range: ``op`` (``>=``, ``>``, ``<=``, ``<``, ``==``) and the version
+    (``v``-prefixed, as AICR writes its versions), with its sort key for SQL."""
+
+    op: str
+    version: str
+    key: str
+
+    def admits(self, version: str) -> bool:
+        order = compare(version, self.version)
+        return {
+            ">=": order >= 0,
+            ">": order > 0,
+            "<=": order <= 0,
+            "<": order < 0,
+            "==": order == 0,
+        }[self.op]
+
+
+@dataclass(frozen=True)
+class SupportedRange:
+    """The AICR versions this site supports: every ``bounds`` comparison holds (AICR's
+    operator policy form, e.g. ``>=1.0.0,<2.0.0``). No bounds: any version, ``dev`` included.
+
+    A non-release (``dev``, empty, a label) is outside every non-empty range: it is not a
+    point on the release line, so no comparison can place it (a ``dev`` tree may be older or
+    newer than any release)."""
+
+    text: str = ""
+    bounds: tuple[Bound, ...] = ()
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.bounds)
+
+    def contains(self, version: str) -> bool:
+        if not self.bounds:
+            return True
+        text = (version or "").strip()
+        return is_release(text) and all(bound.admits(text) for bound in self.bounds)
+
+
+def parse_supported_range(text: str) -> SupportedRange:
+    """``">=1.0.0,<2.0.0"`` as a ``SupportedRange``; ``""`` is any version. Versions may omit
+    the ``v``; ``=`` is ``==``. Raises ``ValueError`` naming the comparison it cannot read."""
+    text = (text or "").strip()
+    if not text:
+        return SupportedRange()
+    bounds = []
+    for part in text.split(","):
+        item = part.strip()
+        op = next((o for o in _OPERATORS if item.startswith(o)), None)
+        if op is None:
+            raise ValueError(
+                f"{item!r} is not a comparison (use >=, >, <=, <, == or = and a version, "
+                "e.g. >=1.0.0,<2.0.0)"
+            )
+        version = item[len(op) :].strip()
+        if version and not version.startswith("v"):
+            version = "v" + version
+        key = version_key(version)
+        if key == INVALID_KEY:
+            raise ValueError(f"{item!r}: {version[1:] or '(nothing)'!r} is not a semver version")
+        bounds.append(Bound(op="==" if op == "=" else op, version=version, key=key))
+    normalised = ",".join(f"{b.op}{b.version[1:]}" for b in bounds)
+    return SupportedRange(text=normalised, bounds=tuple(bounds))
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(text: str) -> SupportedRange:
+    return parse_supported_range(text)
+
+
+def supported_range() -> SupportedRange:
+    """The site's ``AICR_SUPPORTED_RANGE`` (validated at startup by the settings module)."""
+    from django.conf import settings  # a lazy import: this module is plain Python otherwise
+
+    return _parsed(getattr(settings, "AICR_SUPPORTED_RANGE", "") or "")
+
+
+def outside_range_label(version: str, *, what: str) -> str:
+    """``"catalog AICR dev is outside the supported AICR range (>=1.0.0,<2.0.0)"`` for a
+    ``what`` (catalog, run) whose AICR version is outside the site's range; '' inside it (or
+    with no range set)."""
+    supported = supported_range()
+    if supported.contains(version):
+        return ""
+    shown = (version or "").strip() or "(none)"
+    return f"{what} AICR {shown} is outside the supported AICR range ({supported.text})"

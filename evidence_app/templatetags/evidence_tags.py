@@ -10,9 +10,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from django import template
+from django.utils.html import format_html
 
 from evidence_app import consensus
 from evidence_app.models import Evidence
+from evidence_app.services.versions import is_release, outside_range_label
 from recipes_app.models import Recipe
 
 register = template.Library()
@@ -65,6 +67,22 @@ def step_mark(ok: bool) -> str:
 def counts(evidence: Evidence) -> bool:
     """Whether consensus counts this evidence row (``consensus.is_counted``)."""
     return consensus.is_counted(evidence)
+
+
+@register.simple_tag
+def aicr_range_label(version: str, what: str) -> str:
+    """A label when ``version`` (a catalog's, a run's) is outside ``AICR_SUPPORTED_RANGE``
+    (``services.versions.outside_range_label``); nothing inside it."""
+    label = outside_range_label(version, what=what)
+    if not label:
+        return ""
+    why = "" if is_release(version) else " A non-release (dev) cannot be placed in a range."
+    return format_html(
+        '<span class="badge badge--unsupported" title="Evidence made with an AICR version '
+        'outside the range is not counted.{}">{}</span>',
+        why,
+        label,
+    )
 
 
 @register.filter

@@ -390,6 +390,7 @@ def test_it_packages_what_the_filters_select(
     files = read_package(path)
     assert [r["id"] for r in _records(files)] == [keyless.pk]
     assert json.loads(files["package.json"])["filters"] == {"signer": keyless.signer.slug}
+    assert json.loads(files["package.json"])["aicr_supported_range"] == ""
     assert _verify(path, site_key, django_db_blocker).ok
 
 
@@ -486,3 +487,24 @@ def test_its_readme_commands_verify_it_with_public_tools(package: Path, tmp_path
 
     (out / "records.ndjson").write_bytes((out / "records.ndjson").read_bytes() + b"\n")
     assert sh("sha256sum --check --strict --quiet MANIFEST.sha256").returncode != 0
+
+
+def test_it_packages_the_supported_range_its_counted_records_rest_on(
+    api: Api,
+    auditor: str,
+    stored: list[Evidence],
+    site_key: Any,
+    tmp_path: Path,
+    django_db_blocker: Any,
+    settings: Any,
+) -> None:
+    settings.AICR_SUPPORTED_RANGE = ">=1.0.0,<2.0.0"  # the demo and test runs are v0.19-era
+    path = tmp_path / "ranged.tar.gz"
+    path.write_bytes(b"".join(api(auditor).get(URL).streaming_content))
+    files = read_package(path)
+    assert json.loads(files["package.json"])["aicr_supported_range"] == ">=1.0.0,<2.0.0"
+    records = _records(files)
+    assert records
+    assert not any(r["counted"] for r in records)
+    assert all("aicr-unsupported" in r["stale_reasons"] for r in records)
+    assert _verify(path, site_key, django_db_blocker).ok

@@ -191,18 +191,21 @@ def test_a_new_catalog_version_refreshes_every_badge(
     real_catalog: Catalog, real_tree_files: dict[str, str], example_recipe: Recipe
 ) -> None:
     """Through ``catalog_import``: the new version's recipes get their badges, and the old
-    version's runs now read as made with an outdated AICR version."""
+    version's runs now read as made for another recipe digest, and the release run with an
+    outdated AICR version (a ``dev`` run is judged by its content alone)."""
+    EvidenceFactory(recipe=example_recipe, aicr_version="v0.19.0")
     EvidenceFactory(recipe=example_recipe, aicr_version="dev")
     before = stored()[example_recipe.pk]
     assert before.stale.reasons == ()
 
-    newer = catalog_import(files=real_tree_files, source="tests", aicr_version="v0.22.0").catalog
+    # The newest AICR release that still reads this (v1alpha2) tree (ADR-022).
+    newer = catalog_import(files=real_tree_files, source="tests", aicr_version="v0.21.0").catalog
 
     moved = Recipe.objects.get(catalog=newer, name=example_recipe.name)
     rows = stored()
     assert rows == recomputed()
     assert set(rows) == {example_recipe.pk, moved.pk}
-    assert rows[moved.pk].stale.reasons == (("recipe-changed", 1), ("aicr-outdated", 1))
+    assert rows[moved.pk].stale.reasons == (("recipe-changed", 2), ("aicr-outdated", 1))
     assert rows[example_recipe.pk] == rows[moved.pk]
 
 

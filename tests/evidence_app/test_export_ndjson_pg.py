@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.http import QueryDict
+from django.test import override_settings
 from django.utils import timezone
 
 from evidence_app.api.filters import EvidenceFilter
@@ -20,6 +21,7 @@ from evidence_app.exports.records import _phases, export_records
 from evidence_app.models import Evidence, SignerClass, SignerKind, SigningKey
 from recipes_app.models import Recipe
 from tests.evidence_factories import EvidenceFactory, SignerFactory
+from tests.factories import older_catalog_recipe
 
 pytestmark = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="the database-built NDJSON is PostgreSQL only"
@@ -95,6 +97,20 @@ def varied(example_recipe: Recipe) -> list[Evidence]:
             is_demo=True,
         ),
         EvidenceFactory(recipe=example_recipe, is_simulated=True, verdict="invalid"),
+        # Another catalog's check set; a v3 statement (and one naming the legacy digest); dev.
+        EvidenceFactory(
+            recipe=older_catalog_recipe(example_recipe, extra_checks=("performance/x",))
+        ),
+        EvidenceFactory(
+            recipe=example_recipe,
+            predicate_type="https://aicr.run/recipe-evidence/v3",
+            subject_digest=example_recipe.digest_v3,
+        ),
+        EvidenceFactory(
+            recipe=example_recipe, predicate_type="https://aicr.run/recipe-evidence/v3"
+        ),
+        EvidenceFactory(recipe=example_recipe, aicr_version="dev"),
+        EvidenceFactory(recipe=example_recipe, aicr_version="v1.2.0"),
     ]
     return made
 
@@ -113,6 +129,20 @@ def test_it_writes_the_records_the_python_path_writes(varied: list[Evidence]) ->
     codes = {code for r in pg for code in r["stale_reasons"]}
     assert {"recipe-changed", "older-than-30-days", "aicr-outdated", "withdrawn"} <= codes
     assert {"signer-not-allowlisted", "validator-catalog-outdated"} <= codes
+
+
+@pytest.mark.parametrize("supported", ["", ">=1.0.0,<2.0.0", "==0.19.0"])
+def test_it_counts_and_labels_the_supported_range_as_the_python_path(
+    varied: list[Evidence], supported: str
+) -> None:
+    with override_settings(AICR_SUPPORTED_RANGE=supported):
+        queryset = Evidence.objects.all()
+        pg = _pg(queryset)
+        assert pg == _python(queryset)
+        counted = set(Evidence.objects.counted().values_list("pk", flat=True))
+        assert {r["id"] for r in pg if r["counted"]} == counted
+        unsupported = {r["id"] for r in pg if "aicr-unsupported" in r["stale_reasons"]}
+        assert bool(unsupported) is bool(supported)
 
 
 @pytest.mark.parametrize(
