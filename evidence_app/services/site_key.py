@@ -8,7 +8,7 @@ verifies run evidence like any other key-signed upload, and a maintainer can rev
 other key (then runs stop publishing until a new key is configured: a revoked key is never
 registered again).
 
-Key-signed evidence is shown as such: it counts on this site because the key is registered,
+Key-signed evidence is shown as such: it can count on this site because the key is registered,
 but AICR's upstream evidence gate accepts keyless (Fulcio certificate) signatures only.
 """
 

@@ -49,7 +49,7 @@ AICR_INPUT = "./summary-bundle"
 KEY_SIGNED_UPSTREAM_NOTE = (
     "AICR's upstream evidence gate accepts keyless signatures only (Sigstore OIDC "
     "certificates, classified by its allowlist), so it would not accept key-signed evidence; "
-    "it counts on this site because a maintainer registered the key."
+    "on this site a key-signed record can count only because a maintainer registered its key."
 )
 AICR_KEY_LABEL = "AICR v1.1+"
 
