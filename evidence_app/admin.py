@@ -4,6 +4,8 @@ evidence (withdraw action) and the upload log."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from django import forms
@@ -23,14 +25,19 @@ from evidence_app.models import (
     ApiToken,
     Evidence,
     EvidencePointer,
+    Role,
     Signer,
     SignerClassChange,
     SigningKey,
     TrustRoot,
     UploadLog,
 )
-from evidence_app.services import allowlist_sync, keys, signers, tokens, trust_roots
+from evidence_app.services import allowlist_sync, keys, pointers, signers, tokens, trust_roots
 from evidence_app.services.withdrawal import WithdrawalError, evidence_withdraw
+from evidence_app.verification.summary_bundle import SummaryBundleError, read_archive
+
+#: An uploaded pointer tree (AICR's own: ~30 pointers, a few KB each).
+POINTER_TREE_MAX_BYTES = 16 * 1024 * 1024
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -484,9 +491,77 @@ class ApiTokenAdmin(ReadOnlyAdmin):
         self.message_user(request, f"Revoked {queryset.count()} token(s).", messages.SUCCESS)
 
 
+class PointerTreeForm(forms.Form):
+    """An AICR tree's ``recipes/evidence/`` (or ``recipes/``) as an uploaded tar or tar.gz,
+    read with the bounded archive reader evidence directories use (never a server path)."""
+
+    archive = forms.FileField(
+        help_text="e.g. tar czf evidence.tgz recipes/evidence in an AICR checkout (at most "
+        "10,000 files, 64 MiB unpacked)."
+    )
+
+    def clean_archive(self) -> dict[str, bytes]:
+        upload = self.cleaned_data["archive"]
+        data = upload.read(POINTER_TREE_MAX_BYTES + 1)
+        if len(data) > POINTER_TREE_MAX_BYTES:
+            raise ValidationError(f"The archive is larger than {POINTER_TREE_MAX_BYTES} bytes.")
+        try:
+            return read_archive(
+                data,
+                max_archive_bytes=POINTER_TREE_MAX_BYTES,
+                max_unpacked_bytes=4 * POINTER_TREE_MAX_BYTES,
+                max_member_bytes=1024 * 1024,
+                max_members=10_000,
+            )
+        except SummaryBundleError as exc:
+            raise ValidationError(f"Not a readable archive: {exc}") from None
+
+
 @admin.register(EvidencePointer)
 class EvidencePointerAdmin(ReadOnlyAdmin):
-    """Imported AICR pointers (``manage.py import_evidence``); written by the service only."""
+    """Imported AICR pointers (``manage.py import_evidence``, or an uploaded tree here);
+    written by the service only."""
+
+    change_list_template = "admin/evidence_app/evidencepointer/change_list.html"
+
+    def get_urls(self) -> list[URLPattern]:
+        upload = path(
+            "import/",
+            self.admin_site.admin_view(self.import_view),
+            name="evidence_app_evidencepointer_import",
+        )
+        return [upload, *super().get_urls()]
+
+    def import_view(self, request: HttpRequest) -> HttpResponse:
+        """Upload an AICR tree's pointers; they are imported exactly as ``import_evidence``
+        imports a checkout (the contract, pending rows, pulls where the policy allows)."""
+        if not admin_roles(request) & {Role.MAINTAINER}:
+            return HttpResponse("Only maintainers import pointer trees.", status=403)
+        form = PointerTreeForm(request.POST or None, request.FILES or None)
+        report = None
+        if request.method == "POST" and form.is_valid():
+            with tempfile.TemporaryDirectory(prefix="aicr-pointers-") as folder:
+                for name, content in form.cleaned_data["archive"].items():
+                    target = Path(folder) / name  # names checked relative by read_archive
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(content)
+                try:
+                    report = pointers.pointer_import(path=Path(folder))
+                except pointers.PointerImportError as exc:
+                    form.add_error("archive", str(exc))
+            if report is not None:
+                counts = ", ".join(f"{n} {k}" for k, n in sorted(report.outcomes.items()))
+                messages.success(request, f"Imported the pointer tree: {counts or 'nothing'}.")
+                return HttpResponseRedirect(
+                    reverse("admin:evidence_app_evidencepointer_changelist")
+                )
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Import an AICR pointer tree",
+            "form": form,
+        }
+        return TemplateResponse(request, "admin/evidence_app/evidencepointer/import.html", context)
 
     list_display = ["path", "recipe", "state", "claimed_class", "tries", "next_try", "evidence"]
     list_filter = ["state", "claimed_class"]

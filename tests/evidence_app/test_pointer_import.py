@@ -361,3 +361,50 @@ def test_keyless_signers_only_are_compared(imported: EvidencePointer) -> None:
     imported.refresh_from_db()
     assert imported.state == "refused"
     assert "registered key" in imported.reason
+
+
+def _tree_archive(root: Path) -> bytes:
+    """``tar czf`` of an AICR checkout's ``recipes/evidence/``."""
+    import io
+    import tarfile
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        tar.add(root, arcname="recipes/evidence")
+    return out.getvalue()
+
+
+def test_a_maintainer_imports_an_uploaded_tree_in_the_admin(
+    evidence_db: None, no_network: None, admin_client: Any, client: Any, django_user_model: Any
+) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    listing = admin_client.get("/admin/evidence_app/evidencepointer/").content.decode()
+    assert 'href="/admin/evidence_app/evidencepointer/import/"' in listing
+    archive = SimpleUploadedFile("evidence.tgz", _tree_archive(V019))
+
+    done = admin_client.post("/admin/evidence_app/evidencepointer/import/", {"archive": archive})
+
+    assert done.status_code == 302
+    rels = pointers_of(V019)
+    assert EvidencePointer.objects.count() == len(rels)
+    assert {row.state for row in EvidencePointer.objects.all()} == {"pending"}
+    again = admin_client.post(
+        "/admin/evidence_app/evidencepointer/import/",
+        {"archive": SimpleUploadedFile("evidence.tgz", _tree_archive(V019))},
+    )
+    assert again.status_code == 302
+    assert EvidencePointer.objects.count() == len(rels)
+    assert not Evidence.objects.exists()
+
+
+def test_the_admin_import_names_an_unreadable_archive(evidence_db: None, admin_client: Any) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    page = admin_client.post(
+        "/admin/evidence_app/evidencepointer/import/",
+        {"archive": SimpleUploadedFile("e.tgz", b"\x1f\x8b not really gzip")},
+    )
+    assert page.status_code == 200
+    assert "Not a readable archive" in page.content.decode()
+    assert not EvidencePointer.objects.exists()
