@@ -171,8 +171,9 @@ def test_it_prints_the_step_table_as_text(signed: bytes, tmp_path: Path) -> None
     ],
 )
 def test_it_refuses_oci_references_it_may_not_pull(
-    evidence_db: None, text: str, reason: str
+    evidence_db: None, settings: SettingsWrapper, text: str, reason: str
 ) -> None:
+    settings.EVIDENCE_OCI_ENABLED = False  # (CI's settings enable pulls: nothing may be looked up)
     result = verify_input(text)
     assert result.input == "oci"
     assert result.exit == 2
