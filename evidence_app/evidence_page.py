@@ -35,6 +35,7 @@ from evidence_app.verification.commands import (
     commands_for,
 )
 from evidence_app.verification.signature import SignatureOutcome, SignerClaims
+from evidence_app.verification.transcript import steps_from_transcript
 from recipes_app.models import DIMENSIONS, Recipe
 
 
@@ -467,14 +468,21 @@ class EvidencePage:
 
     @property
     def transcript(self) -> list[dict[str, Any]]:
-        steps = self.evidence.transcript
+        """The transcript as ``aicr evidence verify``'s step table (``verify_evidence`` prints
+        the same rows): numbered steps, then the phases the predicate records."""
+        phases = {
+            name: {"passed": s.passed, "failed": s.failed, "skipped": s.skipped}
+            for name, s in phase_summaries(self.evidence.predicate).items()
+        }
         return [
             {
-                "step": str(s.get("step", "")),
-                "ok": bool(s.get("ok")),
-                "detail": str(s.get("detail", "")),
+                "number": row["step"],
+                "step": row["name"],
+                "ok": row["status"] == "passed",
+                "detail": str(row.get("detail", "")),
+                "sub_rows": row.get("subRows", []),
             }
-            for s in steps
+            for row in steps_from_transcript(self.evidence.transcript, phases=phases)
         ]
 
 

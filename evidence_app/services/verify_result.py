@@ -21,7 +21,6 @@ import hashlib
 import io
 import re
 import tarfile
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from evidence_app.services import oci
 from evidence_app.services.ingest.policy import policy_current
 from evidence_app.verification import AicrStatement
 from evidence_app.verification.pipeline import VerificationReport, verify_evidence
+from evidence_app.verification.transcript import steps_from_transcript
 
 VALID = 0
 VALID_WITH_FAILURES = 1
@@ -74,45 +74,6 @@ class VerifyResult:
         out["steps"] = self.steps
         out["exit"] = self.exit
         return out
-
-
-def steps_from_transcript(
-    transcript: Sequence[Mapping[str, Any]], *, phases: Mapping[str, Any] | None = None
-) -> list[dict[str, Any]]:
-    """The transcript as AICR's step table: passed/failed per step, then one ``phases`` row
-    (passed, or failed with a sub-row per phase). Read by this command and the evidence page."""
-    steps: list[dict[str, Any]] = []
-    for entry in transcript:
-        row: dict[str, Any] = {
-            "step": len(steps) + 1,
-            "name": str(entry.get("step", "")),
-            "status": "passed" if entry.get("ok") else "failed",
-        }
-        if entry.get("detail"):
-            row["detail"] = str(entry["detail"])
-        steps.append(row)
-    if phases and all(entry.get("ok") for entry in transcript):
-        rows = [
-            {
-                "key": name,
-                "value": f"{summary['passed']} passed, {summary['failed']} failed, "
-                f"{summary['skipped']} skipped",
-            }
-            for name, summary in sorted(phases.items())
-        ]
-        failed = sorted(name for name, summary in phases.items() if summary["failed"])
-        steps.append(
-            {
-                "step": len(steps) + 1,
-                "name": "phases",
-                "status": "failed" if failed else "passed",
-                "detail": f"phase failures recorded in {', '.join(failed)}"
-                if failed
-                else "every phase recorded no failure",
-                "subRows": rows,
-            }
-        )
-    return steps
 
 
 def _phases_of(statement: AicrStatement) -> dict[str, dict[str, int]]:

@@ -7,7 +7,7 @@ Django app). Evidence counts only when every recorded step is ok and none was sk
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -86,3 +86,42 @@ class Transcript:
                 )
             )
         return transcript
+
+
+def steps_from_transcript(
+    transcript: Sequence[Mapping[str, Any]], *, phases: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The transcript as AICR's step table: passed/failed per step, then one ``phases`` row
+    (passed, or failed with a sub-row per phase). Read by this command and the evidence page."""
+    steps: list[dict[str, Any]] = []
+    for entry in transcript:
+        row: dict[str, Any] = {
+            "step": len(steps) + 1,
+            "name": str(entry.get("step", "")),
+            "status": "passed" if entry.get("ok") else "failed",
+        }
+        if entry.get("detail"):
+            row["detail"] = str(entry["detail"])
+        steps.append(row)
+    if phases and all(entry.get("ok") for entry in transcript):
+        rows = [
+            {
+                "key": name,
+                "value": f"{summary['passed']} passed, {summary['failed']} failed, "
+                f"{summary['skipped']} skipped",
+            }
+            for name, summary in sorted(phases.items())
+        ]
+        failed = sorted(name for name, summary in phases.items() if summary["failed"])
+        steps.append(
+            {
+                "step": len(steps) + 1,
+                "name": "phases",
+                "status": "failed" if failed else "passed",
+                "detail": f"phase failures recorded in {', '.join(failed)}"
+                if failed
+                else "every phase recorded no failure",
+                "subRows": rows,
+            }
+        )
+    return steps

@@ -120,9 +120,12 @@ def test_it_shows_what_was_verified_and_how(client: Client, recipe: Recipe) -> N
         r"(.)</span>\s*<strong>([a-z]+)</strong>",
         page,
     )
+    # The same step table as `manage.py verify_evidence`: the steps, then the phases recorded.
     assert [(ok, mark, step) for ok, mark, step in steps] == [
-        ("ok", "✓", s) for s in ("parse", "signature", "statement", "manifest", "bind", "classify")
+        ("ok", "✓", s)
+        for s in ("parse", "signature", "statement", "manifest", "bind", "classify", "phases")
     ]
+    assert "every phase recorded no failure" in page
     assert "6 files match manifest.json" in page
     # Certificate claims: identity, issuer, repository, ref, commit, workflow.
     assert html.escape(evidence.signer.identity) in page
