@@ -17,8 +17,9 @@ from rest_framework.parsers import JSONParser
 
 from evidence_app.verification._json import JSONLimitError, JSONLimits, load_json
 
-#: For a view that states nothing: a command body is a few small fields.
-DEFAULT_API_LIMITS = JSONLimits(max_bytes=64 * 1024, max_depth=8, max_object_keys=64)
+#: For a view that states nothing: a command body (withdraw, register a key, start a run) is a
+#: few small fields.
+DEFAULT_API_LIMITS = JSONLimits(max_bytes=64 * 1024, max_depth=8, max_object_keys=16)
 
 
 def view_json_limits(view: Any) -> JSONLimits:

@@ -58,10 +58,8 @@ from evidence_app.services.ingest import (
 from evidence_app.services.staleness import staleness_bulk
 from evidence_app.services.withdrawal import WithdrawalError, evidence_withdraw
 from evidence_app.upload_status import http_status_of
-from evidence_app.verification._json import JSONLimits
 
 TAGS = ["evidence"]
-_BODY_LIMITS = JSONLimits(max_bytes=64 * 1024, max_depth=8, max_object_keys=16)
 WITHDRAWAL_STATUS = {"reason-required": 400, "forbidden": 403, "already-withdrawn": 409}
 
 
@@ -125,7 +123,6 @@ class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     filterset_class = EvidenceFilter
     serializer_class = EvidenceListSerializer
     parser_classes = [MultiPartParser, BoundedJSONParser]
-    json_limits = _BODY_LIMITS
 
     def get_permissions(self) -> list[Any]:
         if self.action == "create":
@@ -296,7 +293,6 @@ class EvidenceWithdrawView(APIView):
     authentication_classes = [BearerTokenAuthentication]
     permission_classes = [HasRole.of(Role.CONTRIBUTOR, Role.MAINTAINER)]
     parser_classes = [BoundedJSONParser, MultiPartParser]
-    json_limits = _BODY_LIMITS
 
     @extend_schema(
         summary="Withdraw evidence",
