@@ -22,7 +22,8 @@ $(VENV)/.synced: pyproject.toml uv.lock | $(UV)
 # Development on this machine: DEBUG on, SQLite unless DATABASE_URL is set, gunicorn (threads,
 # static files through whitenoise) and a Celery worker with embedded beat. Without REDIS_URL the
 # worker's broker is kombu's filesystem transport under .run/ (no service needed). Ctrl-C stops
-# both processes.
+# both processes: the worker gets 10 s for its warm shutdown (a running task is redelivered, its
+# tasks are idempotent), then it and its pool are killed, so the recipe always ends.
 WEB_WORKERS ?= 2
 WEB_THREADS ?= 16
 run: export DEBUG ?= 1
@@ -38,7 +39,9 @@ run: $(VENV)/.synced
 	$(VENV)/bin/gunicorn aicr_site.wsgi:application --bind $(HOST):$(PORT) \
 	  --workers $(WEB_WORKERS) --threads $(WEB_THREADS) --graceful-timeout 5 --access-logfile - & web=$$!; \
 	trap 'kill -TERM $$web $$worker 2>/dev/null' INT TERM; \
-	wait -n $$web $$worker; kill -TERM $$web $$worker 2>/dev/null; wait
+	wait -n $$web $$worker; kill -TERM $$web $$worker 2>/dev/null; \
+	for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 $$worker 2>/dev/null || break; sleep 1; done; \
+	pkill -KILL -P $$worker 2>/dev/null; kill -KILL $$worker 2>/dev/null; wait
 
 test: $(VENV)/.synced
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -194,6 +194,13 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
+    # Every JSON body through the one bounded loader (aicr_site/parsers.py); views state
+    # ``json_limits`` rather than their own parser.
+    "DEFAULT_PARSER_CLASSES": [
+        "aicr_site.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
     # Every /api/ error in one shape: code, message, details, request_id (aicr_site/errors.py).
     "EXCEPTION_HANDLER": "aicr_site.errors.api_exception_handler",

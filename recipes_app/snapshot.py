@@ -54,7 +54,7 @@ def read_snapshot(path: Path) -> Snapshot:
         raise SnapshotError(f"{path}: larger than {MAX_UNCOMPRESSED_BYTES} bytes uncompressed")
     try:
         payload = json.loads(data)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise SnapshotError(f"{path}: not JSON ({exc})") from exc
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise SnapshotError(f"{path}: field 'format' must be {FORMAT!r}")

@@ -42,6 +42,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from kubernetes import client as k8s_client
 
+from recipes_app.resolver.yamlload import overlong_number
+
 ENVIRONMENTS = ("real", "simulated")
 MAX_KUBECONFIG_BYTES = 256 * 1024
 _MAX_YAML_EVENTS = 20_000
@@ -265,6 +267,12 @@ def _load_yaml(text: str | bytes) -> Any:
         raise KubeconfigError(f"kubeconfig: malformed YAML{position}: {exc.problem}") from None
     except yaml.YAMLError:
         raise KubeconfigError("kubeconfig: malformed YAML") from None
+    except KubeconfigError:
+        raise
+    except (ValueError, OverflowError):
+        # A scalar PyYAML's constructors cannot build (a date like 2026-13-45). The value is
+        # not quoted back: it may be a credential.
+        raise KubeconfigError("kubeconfig: a value cannot be read as its YAML type") from None
 
 
 def _check_yaml_shape(decoded: str) -> None:
@@ -277,6 +285,11 @@ def _check_yaml_shape(decoded: str) -> None:
     for count, event in enumerate(yaml.parse(decoded, Loader=yaml.CSafeLoader), start=1):
         if count > _MAX_YAML_EVENTS:
             raise KubeconfigError(f"kubeconfig: more than {_MAX_YAML_EVENTS} YAML nodes")
+        if isinstance(event, yaml.ScalarEvent):
+            problem = overlong_number(event)
+            if problem is not None:
+                line = event.start_mark.line + 1 if event.start_mark else 0
+                raise KubeconfigError(f"kubeconfig: {problem} (line {line})")
         if isinstance(event, yaml.NodeEvent) and frames and frames[-1] is not None:
             frame = frames[-1]
             if frame[0] and isinstance(event, yaml.ScalarEvent):

@@ -13,20 +13,24 @@ from typing import Any
 from django.core.exceptions import RequestDataTooBig
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from aicr_site.parsers import BoundedJSONParser
 from evidence_app.api.serializers import ErrorSerializer
 from evidence_app.auth import BearerTokenAuthentication
 from evidence_app.coverage.service import CheckInputError, check_snapshot
 from evidence_app.coverage.snapshot_input import MAX_SNAPSHOT_BYTES
+from evidence_app.verification._json import JSONLimits
 
 TAGS = ["check"]
 MAX_BODY_BYTES = MAX_SNAPSHOT_BYTES + 64 * 1024
 CRITERIA = ("service", "accelerator", "os", "intent", "platform")
+# {"snapshot": "<yaml>", criteria..., "profile": ...}: one flat object of text fields.
+_BODY_LIMITS = JSONLimits(max_bytes=MAX_BODY_BYTES, max_depth=2, max_object_keys=16)
 
 
 class _Criteria(serializers.Serializer):
@@ -116,7 +120,8 @@ class SnapshotCheckView(APIView):
 
     authentication_classes = [BearerTokenAuthentication]
     permission_classes = [AllowAny]
-    parser_classes = [MultiPartParser, JSONParser]
+    parser_classes = [MultiPartParser, BoundedJSONParser]
+    json_limits = _BODY_LIMITS
 
     @extend_schema(
         summary="Does the evidence cover my cluster?",

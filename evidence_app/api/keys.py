@@ -22,8 +22,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
+from aicr_site.parsers import BoundedJSONParser
 from evidence_app.api.serializers import ErrorSerializer
-from evidence_app.api.views import BoundedJSONParser
 from evidence_app.auth import BearerTokenAuthentication, HasRole
 from evidence_app.models import Role, Signer, SigningKey
 from evidence_app.services import keys

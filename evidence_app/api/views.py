@@ -20,8 +20,8 @@ from drf_spectacular.utils import (
     extend_schema_view,
 )
 from rest_framework import mixins, status, viewsets
-from rest_framework.exceptions import ParseError, PermissionDenied, ValidationError
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -30,6 +30,7 @@ from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from aicr_site.pagination import PagePagination
+from aicr_site.parsers import BoundedJSONParser
 from evidence_app import permissions
 from evidence_app.api.filters import EVIDENCE_FILTER_PARAMETERS, EvidenceFilter, SignerFilter
 from evidence_app.api.pagination import CountedCursorPagination
@@ -57,22 +58,9 @@ from evidence_app.services.ingest import (
 from evidence_app.services.staleness import staleness_bulk
 from evidence_app.services.withdrawal import WithdrawalError, evidence_withdraw
 from evidence_app.upload_status import http_status_of
-from evidence_app.verification._json import JSONLimitError, JSONLimits, load_json
 
 TAGS = ["evidence"]
-_BODY_LIMITS = JSONLimits(max_bytes=64 * 1024, max_depth=8, max_object_keys=16)
 WITHDRAWAL_STATUS = {"reason-required": 400, "forbidden": 403, "already-withdrawn": 409}
-
-
-class BoundedJSONParser(JSONParser):
-    """JSON request bodies, decoded with hard limits (size, depth, keys)."""
-
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        data = stream.read(_BODY_LIMITS.max_bytes + 1) if stream is not None else b""
-        try:
-            return load_json(data, what="request body", limits=_BODY_LIMITS)
-        except JSONLimitError as exc:
-            raise ParseError(str(exc)) from None
 
 
 class EvidencePagination(CountedCursorPagination):

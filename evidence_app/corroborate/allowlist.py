@@ -168,6 +168,10 @@ def parse_allowlist(body: bytes) -> Allowlist:
         root = next(iter(docs), None)
     except yaml.YAMLError as exc:
         raise _invalid(f"allowlist file is not valid YAML: {exc}") from exc
+    except RecursionError:
+        # PyYAML's composer recurses once per level: Go's yaml.v3 (which AICR's reader is)
+        # refuses deep documents too, so this is an invalid allowlist, not a crash.
+        raise _invalid("allowlist file is not valid YAML: nested too deeply") from None
     raw = _decode_document(root)
     schema = raw.pop("schemaVersion")
     entries: list[AllowlistEntry] = []

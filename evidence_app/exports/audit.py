@@ -15,10 +15,12 @@ no absolute or ``..`` paths), then checks, naming every problem it finds:
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import re
 import tarfile
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,13 +37,24 @@ from evidence_app.exports.package import (
 )
 from evidence_app.exports.signing import key_fingerprint, load_public_key, manifest_signature_ok
 from evidence_app.services.versions import SupportedRange, parse_supported_range
+from evidence_app.verification._json import JSONLimitError, JSONLimits, load_json
 from evidence_app.verification.pipeline import verify_evidence
 from evidence_app.verification.summary_bundle import SummaryBundle
+from evidence_app.verification.tarscan import TarHeaderError, check_tar_headers
 from evidence_app.verification.trust import TrustRoot, TrustRootError, load_trust_root
 
 MAX_MEMBER_BYTES = 64 * 1024 * 1024
 MAX_TOTAL_BYTES = 4 * 1024 * 1024 * 1024
 MAX_MEMBERS = 1_000_000
+# The package's JSON (package.json, consensus.json, one records.ndjson line) is as untrusted
+# as the rest: bounded like every other JSON, sized for a whole site's export.
+PACKAGE_JSON_LIMITS = JSONLimits(
+    max_bytes=MAX_MEMBER_BYTES,
+    max_depth=64,
+    max_object_keys=1_000_000,
+    max_values=20_000_000,
+    max_number_chars=40,
+)
 _MANIFEST_LINE = re.compile(r"^([0-9a-f]{64})  ([^\n]+)$")
 
 EXIT_OK = 0
@@ -87,6 +100,19 @@ def read_package(path: Path) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     total = 0
     try:
+        # The raw headers first: tarfile reads a long-name or PAX header's declared size whole.
+        with gzip.open(path, "rb") as stream:
+            check_tar_headers(
+                stream,
+                max_member_bytes=MAX_MEMBER_BYTES,
+                max_total_bytes=MAX_TOTAL_BYTES,
+                max_members=MAX_MEMBERS,
+            )
+    except TarHeaderError as exc:
+        raise PackageUnreadable(str(exc)) from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise PackageUnreadable(f"not a readable tar.gz ({exc})") from None
+    try:
         with tarfile.open(path, mode="r:gz") as tar:
             for count, member in enumerate(tar, start=1):
                 if count > MAX_MEMBERS:
@@ -121,8 +147,8 @@ def _json(files: Mapping[str, bytes], path: str, report: AuditReport) -> dict[st
     if path not in files:
         return {}  # already named by the manifest check (or the signature check)
     try:
-        doc = json.loads(files[path])
-    except ValueError as exc:
+        doc = load_json(files[path], what=path, limits=PACKAGE_JSON_LIMITS)
+    except JSONLimitError as exc:
         report.problem("not-json", path, f"not JSON: {exc}")
         return {}
     if not isinstance(doc, dict):
@@ -394,8 +420,8 @@ def audit_verify(path: Path, *, pinned_key: Any | None) -> AuditReport:
     records: list[dict[str, Any]] = []
     for number, line in enumerate(files.get("records.ndjson", b"").splitlines(), 1):
         try:
-            record = json.loads(line)
-        except ValueError as exc:
+            record = load_json(line, what=f"records.ndjson:{number}", limits=PACKAGE_JSON_LIMITS)
+        except JSONLimitError as exc:
             report.problem("not-json", f"records.ndjson:{number}", str(exc))
             continue
         if not isinstance(record, dict):

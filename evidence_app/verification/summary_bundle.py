@@ -40,6 +40,7 @@ from ._json import JSONLimitError, JSONLimits, load_json
 from .ctrf import CtrfError, CtrfReport, parse_ctrf
 from .digests import DigestScheme, RecipeDigests, RecipeYamlError, recipe_yaml_digests, scheme_for
 from .statement import AicrStatement, PhaseSummary, StatementError, parse_statement
+from .tarscan import TarHeaderError, check_tar_headers
 
 MAX_ARCHIVE_BYTES = 32 * 1024 * 1024
 MAX_UNPACKED_BYTES = 64 * 1024 * 1024
@@ -191,6 +192,15 @@ def read_archive(
         raise SummaryBundleError(f"archive of {len(raw)} bytes exceeds {max_unpacked_bytes}")
     if len(raw) < 512 or raw[257:262] != b"ustar":
         raise SummaryBundleError("not a tar or tar.gz archive")
+    try:
+        check_tar_headers(
+            io.BytesIO(raw),
+            max_member_bytes=max_member_bytes,
+            max_total_bytes=max_unpacked_bytes,
+            max_members=max_members,
+        )
+    except TarHeaderError as exc:
+        raise SummaryBundleError(exc.message, file=exc.member or None) from None
     files: dict[str, bytes] = {}
     total = 0
     members = 0

@@ -49,6 +49,13 @@ MAX_DEPTH = 64
 MAX_ALIASES = 32
 #: Nodes per document after alias expansion (real overlays: < 2 000).
 MAX_NODES = 200_000
+#: Longest plain scalar that reads as a number (digits, sign, base prefix, ``_``, ``.``, ``e``).
+#: An int64 has 19 digits and a float64 round-trips in 24 characters, so nothing real comes
+#: near; the limit sits far below Python's 4,300-digit ``int()`` conversion limit, so no
+#: hostile literal reaches a conversion that raises (or costs quadratic time) and every one is
+#: refused by name instead.
+MAX_NUMBER_CHARS = 1_000
+_NUMBERISH = re.compile(r"[-+]?(?:0[xXoObB])?[0-9a-fA-F_.]*[eE]?[-+]?[0-9_]*")
 
 
 class RawScalar:
@@ -97,6 +104,28 @@ _SHORT_TAGS = {
     "tag:yaml.org,2002:" + t: "!!" + t
     for t in ("null", "bool", "str", "int", "float", "timestamp", "seq", "map", "binary", "merge")
 }
+_NUMBER_TAGS = frozenset(("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"))
+
+
+def overlong_number(event: yaml.ScalarEvent) -> str | None:
+    """Why a scalar event is refused as a number literal longer than ``MAX_NUMBER_CHARS``
+    (plain, or tagged ``!!int``/``!!float``; quoted text of any length stays text), else
+    ``None``. Every YAML reader of untrusted text calls this on its event stream."""
+    value = event.value
+    if len(value) <= MAX_NUMBER_CHARS or value[:1] not in "+-.0123456789":
+        return None
+    tagged = event.tag not in (None, "!")
+    if (tagged and event.tag not in _NUMBER_TAGS) or (event.style and not tagged):
+        return None
+    if not _NUMBERISH.fullmatch(value):
+        return None
+    return f"number literal of {len(value)} characters (limit {MAX_NUMBER_CHARS})"
+
+
+def _check_number_length(event: yaml.ScalarEvent, path: str, line: int, col: int) -> None:
+    problem = overlong_number(event)
+    if problem is not None:
+        raise CatalogError(path, f"line {line}, column {col}", problem)
 
 
 def _height(node: RawNode) -> int:
@@ -164,6 +193,7 @@ def parse_raw(text: str, path: str) -> RawNode:
             line = mark.line + 1 if mark is not None else 0
             col = mark.column + 1 if mark is not None else 0
             if isinstance(event, yaml.ScalarEvent):
+                _check_number_length(event, path, line, col)
                 node: RawNode = RawScalar(
                     event.value,
                     not event.style,  # None (pure parser) or "" (C parser) = plain
@@ -260,6 +290,7 @@ _DIGITS = {
     16: frozenset("0123456789abcdefABCDEF"),
 }
 _INT64_MIN, _INT64_MAX, _UINT64_MAX = -(1 << 63), (1 << 63) - 1, (1 << 64) - 1
+_MAX_UINT64_DIGITS = {2: 64, 8: 22, 10: 20, 16: 16}
 _TS_DATE = re.compile(r"^(\d{4})-(\d{1,2})-(\d{1,2})$")
 _TS_T = re.compile(
     r"^(\d{4})-(\d{1,2})-(\d{1,2})[Tt](\d{1,2}):(\d{1,2}):(\d{1,2})(\.\d+)?(Z|[+-]\d{2}:\d{2})$"
@@ -293,6 +324,8 @@ def _go_parse_int(s: str) -> int | None:
     allowed = _DIGITS[base]
     if not digits or not all(c in allowed for c in digits):
         return None
+    if len(digits.lstrip("0")) > _MAX_UINT64_DIGITS[base]:
+        return None  # out of uint64 range whatever the digits: Go's ErrRange, no int() at all
     value = int(digits, base)
     value = -value if neg else value
     if _INT64_MIN <= value <= _INT64_MAX:

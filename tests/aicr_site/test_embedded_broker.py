@@ -68,3 +68,64 @@ def test_a_worker_takes_tasks_from_the_embedded_broker(tmp_path: Path) -> None:
     assert "beat: Starting" in text, text[-2000:]
     assert "('ingest', 40, 2)" in text, text[-2000:]
     assert "('validation', 40, 2)" in text, text[-2000:]
+
+
+def test_it_stops_within_20_seconds_of_ctrl_c_as_make_run_starts_it(tmp_path: Path) -> None:
+    """``make run``'s worker (prefork, two processes, embedded beat) on the embedded broker:
+    Ctrl-C reaches the whole process group with SIGINT, then the recipe's trap sends SIGTERM,
+    then SIGTERM again once gunicorn is gone; the worker must be gone well before the trap's
+    SIGKILL (after 10 s) would be needed."""
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "REDIS_URL"},
+        "DJANGO_SETTINGS_MODULE": "aicr_site.settings",
+        "DEBUG": "1",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "CELERY_EMBEDDED_BROKER": "1",
+        "CELERY_EMBEDDED_DIR": str(tmp_path / "celery"),
+    }
+    log_path = tmp_path / "worker.log"
+    command = [
+        str(CELERY), "-A", "aicr_site", "worker", "-B",
+        "--queues", "validation,ingest,celery", "--concurrency", "2",
+        "--schedule", str(tmp_path / "beat-schedule"), "--loglevel", "INFO",
+    ]  # fmt: skip
+    with log_path.open("wb") as log:
+        worker = subprocess.Popen(
+            command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while "ready." not in log_path.read_text() and time.monotonic() < deadline:
+            assert worker.poll() is None, log_path.read_text()[-2000:]
+            time.sleep(0.5)
+        assert "ready." in log_path.read_text()
+        os.killpg(worker.pid, signal.SIGINT)  # the terminal's Ctrl-C
+        time.sleep(0.3)
+        worker.send_signal(signal.SIGTERM)  # the trap
+        time.sleep(1)
+        worker.send_signal(signal.SIGTERM)  # after `wait -n` returns
+        started = time.monotonic()
+        worker.wait(timeout=20)
+        stopped_after = time.monotonic() - started
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+    assert stopped_after < 10, log_path.read_text()[-2000:]
+    assert "Warm shutdown" in log_path.read_text()
+
+
+def test_make_run_ends_even_when_the_worker_ignores_sigterm() -> None:
+    """The run recipe's stop logic (from ``trap`` to the last ``wait``, taken from the Makefile)
+    with stand-ins: gunicorn exits, the worker ignores TERM and INT; the recipe still ends, by
+    SIGKILL after its grace period."""
+    recipe = (REPO_ROOT / "Makefile").read_text().split("\nrun:", 1)[1].split("\n\n", 1)[0]
+    stop = recipe[recipe.index("trap ") :].replace("\\\n", "\n").replace("$$", "$")
+    script = (
+        'python3 -c "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); '
+        'signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(120)" & worker=$!\n'
+        "sleep 1 & web=$!\n" + "\n".join(line.strip() for line in stop.splitlines())
+    )
+    started = time.monotonic()
+    subprocess.run(["bash", "-c", script], timeout=40, check=False, capture_output=True)
+    assert time.monotonic() - started < 20

@@ -424,6 +424,34 @@ def test_it_names_garbage_signed_by_the_site_key_instead_of_crashing(
     assert not report.ok
 
 
+@pytest.mark.parametrize(
+    ("path", "content"),
+    [
+        ("consensus.json", b"[" * 100_000),
+        ("package.json", b'{"records": ' + b"9" * 5_000 + b"}"),
+        ("records.ndjson", b'{"a":' * 5_000 + b"1" + b"}" * 5_000 + b"\n"),
+    ],
+    ids=["consensus-100000-deep", "package-5000-digit-number", "record-5000-deep"],
+)
+def test_it_names_hostile_json_in_a_package_instead_of_a_traceback(
+    package: Path,
+    site_key: Any,
+    trusted_key_file: Path,
+    tmp_path: Path,
+    path: str,
+    content: bytes,
+    capsys: Any,
+) -> None:
+    def garble(files: dict[str, bytes]) -> None:
+        files[path] = content
+
+    hostile = _rewrite(package, tmp_path / "t.tar.gz", garble, sign_with=site_key)
+    with pytest.raises(SystemExit) as exit_:
+        call_command("verify_audit", str(hostile), "--key", str(trusted_key_file))
+    assert exit_.value.code == EXIT_PROBLEMS
+    assert f"PROBLEM not-json {path}" in capsys.readouterr().out
+
+
 def test_its_readme_commands_verify_it_with_public_tools(package: Path, tmp_path: Path) -> None:
     """The package README's openssl, sha256sum, binding and sigstore-python commands."""
     import subprocess

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from recipes_app.resolver.errors import CatalogError
 from recipes_app.resolver.yamlload import Ctx, as_str, as_str_map, parse_raw, resolve_plain
 
 
@@ -76,3 +77,23 @@ def test_it_types_override_maps() -> None:
         "nested": {1: "int-key", "x": None},
         "empty": "",
     }
+
+
+@pytest.mark.parametrize(
+    "literal",
+    ["9" * 1_001, "-" + "9" * 1_000, "0x" + "f" * 999, "1" + "0" * 1_000 + ".5", "1e" + "9" * 999],
+)
+def test_it_refuses_a_number_literal_longer_than_1000_characters_by_name(literal: str) -> None:
+    with pytest.raises(CatalogError, match=r"line 1, column 4: number literal of \d+ characters"):
+        parse_raw(f"x: {literal}\n", "f.yaml")
+    with pytest.raises(CatalogError, match="number literal"):
+        parse_raw(f'x: !!int "{literal}"\n', "f.yaml")
+
+
+def test_it_keeps_long_digit_text_that_is_quoted_and_numbers_up_to_the_limit() -> None:
+    quoted = parse_raw('x: "' + "9" * 5_000 + '"\n', "f.yaml")
+    assert as_str_map(quoted, Ctx("f.yaml")) == {"x": "9" * 5_000}
+    # Past uint64 yaml.v3 keeps the text (ParseInt's ErrRange), and no int() is attempted.
+    assert resolve_plain("9" * 1_000) == "9" * 1_000
+    assert resolve_plain("0x" + "f" * 17) == "0x" + "f" * 17
+    assert resolve_plain("18446744073709551615") == 18446744073709551615

@@ -15,17 +15,16 @@ from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
-from rest_framework.exceptions import ParseError
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
+from aicr_site.parsers import BoundedJSONParser
 from evidence_app.api.serializers import ErrorSerializer
 from evidence_app.auth import BearerTokenAuthentication, HasRole
 from evidence_app.models import Role
-from evidence_app.verification._json import JSONLimitError, JSONLimits, load_json
+from evidence_app.verification._json import JSONLimits
 from validators_app.crypto import KeyUnavailable
 from validators_app.kubeconfig import MAX_KUBECONFIG_BYTES
 from validators_app.models import Cluster, Environment
@@ -39,17 +38,6 @@ TAGS = ["clusters"]
 READ_ROLES = (Role.MAINTAINER, Role.AUDITOR)
 # A kubeconfig (up to MAX_KUBECONFIG_BYTES, escaped in JSON) plus a name and an environment.
 _BODY_LIMITS = JSONLimits(max_bytes=2 * MAX_KUBECONFIG_BYTES + 4096, max_depth=2, max_object_keys=8)
-
-
-class KubeconfigJSONParser(JSONParser):
-    """JSON bodies with limits sized for one kubeconfig."""
-
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        data = stream.read(_BODY_LIMITS.max_bytes + 1) if stream is not None else b""
-        try:
-            return load_json(data, what="request body", limits=_BODY_LIMITS)
-        except JSONLimitError as exc:
-            raise ParseError(str(exc)) from None
 
 
 # --- serializers ------------------------------------------------------------------------------
@@ -156,7 +144,8 @@ class ClusterViewSet(
 ):
     authentication_classes = [BearerTokenAuthentication]
     serializer_class = ClusterSerializer
-    parser_classes = [KubeconfigJSONParser]
+    parser_classes = [BoundedJSONParser]
+    json_limits = _BODY_LIMITS
 
     def get_permissions(self) -> list[Any]:
         if self.action == "create":

@@ -29,8 +29,8 @@ from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
 from aicr_site.pagination import PagePagination
+from aicr_site.parsers import BoundedJSONParser
 from evidence_app.api.serializers import ErrorSerializer
-from evidence_app.api.views import BoundedJSONParser
 from evidence_app.auth import HasRole
 from evidence_app.models import Role
 from validators_app.models import CheckRun, Cluster, RunStatus, ValidationRun

@@ -42,7 +42,7 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 def _extra(payload: bytes) -> dict[str, str] | None:
     try:
         value = json.loads(go_string(payload))
-    except ValueError:
+    except (ValueError, RecursionError):  # hostile pod output: not an extras object
         return None
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         return None

@@ -18,6 +18,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from recipes_app.resolver.yamlload import overlong_number
 from recipes_app.resolver.yamlv3 import marshal_deterministic
 
 from . import agent, extract, plan
@@ -88,6 +89,10 @@ class _NullSafeSnapshot(yaml.SafeLoader):
         event = self.peek_event()
         if getattr(event, "anchor", None):
             raise yaml.YAMLError("anchors are not allowed in a snapshot")
+        if isinstance(event, yaml.ScalarEvent):
+            problem = overlong_number(event)
+            if problem is not None:
+                raise yaml.YAMLError(problem)
         return super().compose_node(parent, index)
 
 
@@ -99,6 +104,10 @@ def parse_snapshot(text: str) -> dict[str, Any]:
         doc = yaml.load(text, Loader=_NullSafeSnapshot)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise RunError(f"snapshot is not valid YAML: {exc}") from exc
+    except RecursionError:
+        raise RunError("snapshot is not valid YAML: nested too deeply") from None
+    except (ValueError, OverflowError) as exc:  # a date like 2026-13-45
+        raise RunError(f"snapshot is not valid YAML: {str(exc)[:200]}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("measurements"), list):
         raise RunError("snapshot has no measurements list")
     return doc
