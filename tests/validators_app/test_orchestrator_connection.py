@@ -53,10 +53,11 @@ def _api(url: str) -> kubernetes.client.ApiClient:
     ("status", "body", "detail"),
     [
         (403, b'{"kind":"Status","code":403}', "HTTP 403: credentials were refused (forbidden)"),
-        (503, b"{}", "HTTP 503 Service Unavailable from /version"),
-        (200, b"<html>not kubernetes</html>", "/version did not answer a Kubernetes version: "),
-        (200, b'{"gitVersion": ""}', "/version did not answer a Kubernetes version: "),
-        (200, b'{"gitVersion": 7}', "/version did not answer a Kubernetes version: "),
+        (503, b"{}", "invalid answer: /version did not answer a Kubernetes version (HTTP 503)"),
+        (200, b"<html>not kubernetes</html>", "invalid answer: /version did not answer"),
+        (200, b'{"gitVersion": ""}', "invalid answer: /version did not answer"),
+        (200, b'{"gitVersion": 7}', "invalid answer: /version did not answer"),
+        (200, b"[" * 30_000 + b"]" * 30_000, "invalid answer: /version did not answer"),
     ],
 )
 def test_it_names_what_is_wrong(status: int, body: bytes, detail: str) -> None:
