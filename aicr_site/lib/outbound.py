@@ -36,6 +36,7 @@ import functools
 import http.client
 import io
 import ipaddress
+import re
 import socket
 import threading
 import time
@@ -58,6 +59,7 @@ __all__ = [
     "OutboundError",
     "PinnedPoolManager",
     "Policy",
+    "Unresolvable",
     "check_literal",
     "connect",
     "kubernetes_api_client",
@@ -70,6 +72,7 @@ __all__ = [
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NUMERIC_IPV4 = re.compile(r"[0-9A-Fa-fXx.]+")
 # Where clusters commonly live (VPCs, on-premises): reachable only where the policy says so.
 _PRIVATE = tuple(
     ipaddress.ip_network(n)
@@ -88,6 +91,10 @@ class OutboundError(Exception):
 
 class DestinationRefused(OutboundError):
     """The host resolves to an address this caller may not connect to (nothing was sent)."""
+
+
+class Unresolvable(DestinationRefused):
+    """The host has no address (a lookup failure, or no IPv4/IPv6 answer)."""
 
 
 class AnswerTooLarge(OutboundError):
@@ -135,6 +142,7 @@ class Destination:
     family: int
     sockaddr: tuple[Any, ...] = field(repr=False)
     address: IPAddress
+    addresses: tuple[IPAddress, ...] = ()  # every address the name resolved to (all checked)
 
 
 # --- addresses -------------------------------------------------------------------------------
@@ -158,6 +166,8 @@ def literal_address(host: str) -> IPAddress | None:
         return ipaddress.ip_address(host)
     except ValueError:
         pass
+    if not _NUMERIC_IPV4.fullmatch(host):
+        return None  # a name (only digits, hex and dots can spell an IPv4 address)
     try:
         infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
     except (socket.gaierror, UnicodeError, ValueError):
@@ -228,22 +238,22 @@ def resolve(host: str, port: int, policy: Policy, *, what: str = "host") -> Dest
     try:
         infos = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
     except (socket.gaierror, UnicodeError, ValueError):
-        raise DestinationRefused(f"{what} {host} cannot be resolved") from None
+        raise Unresolvable(f"{what} {host} cannot be resolved") from None
     infos = [info for info in infos if info[0] in (socket.AF_INET, socket.AF_INET6)]
     if not infos:
-        raise DestinationRefused(f"{what} {host} has no IP address")
-    for info in infos:
-        address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
+        raise Unresolvable(f"{what} {host} has no IP address")
+    addresses = tuple(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos)
+    for address in addresses:
         reason = refusal(address, policy)
         if reason is not None:
             raise DestinationRefused(f"{what} {host} resolves to {reason}")
-    first = infos[0]
     return Destination(
         host=name,
         port=port,
-        family=first[0],
-        sockaddr=tuple(first[4]),
-        address=ipaddress.ip_address(str(first[4][0]).split("%", 1)[0]),
+        family=infos[0][0],
+        sockaddr=tuple(infos[0][4]),
+        address=addresses[0],
+        addresses=addresses,
     )
 
 
