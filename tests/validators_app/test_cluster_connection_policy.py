@@ -442,3 +442,20 @@ def test_the_page_answers_429_after_n_tests(three_per_minute: None) -> None:
     page.force_login(user_with_role(username="page-m", role=Role.MAINTAINER))
     statuses = [page.post(f"/clusters/{cluster_id}/test/").status_code for _ in range(4)]
     assert statuses == [302, 302, 302, 429]
+
+
+def test_a_redirect_is_not_followed() -> None:
+    """An API server has no reason to send the client (and its bearer token) elsewhere."""
+    with peer() as elsewhere:
+
+        def redirect(p: Peer, conn: socket.socket) -> None:
+            location = f"http://127.0.0.1:{elsewhere.port}/version"
+            p.send(conn, b"HTTP/1.1 302 Found\r\nLocation: " + location.encode() + b"\r\n")
+            p.send(conn, b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+
+        api = maintainer()
+        with peer(redirect) as listening:
+            body = test_connection(api, simulated(api, listening.port)).json()
+    assert body["ok"] is False
+    assert listening.accepted == 1
+    assert elsewhere.accepted == 0
