@@ -214,6 +214,9 @@ REST_FRAMEWORK = {
     # upload view declares its throttle, evidence_app.auth.EvidenceUploadThrottle).
     "DEFAULT_THROTTLE_RATES": {
         "evidence-upload": os.environ.get("EVIDENCE_UPLOAD_RATE", "60/min"),
+        # "Test connection" opens a connection from the site per click: per user and cluster
+        # (validators_app.throttles.ClusterTestThrottle, on the API and the page).
+        "cluster-test": os.environ.get("CLUSTER_TEST_RATE", "6/min"),
     },
 }
 
@@ -453,8 +456,27 @@ CLUSTER_KUBECONFIG_LOCAL_KEY_FILE = (
     if DEBUG and not CLUSTER_KUBECONFIG_KEYS
     else None
 )
-# "Test connection" waits at most this long for the API server (in the web request).
+# "Test connection" waits at most this long for the API server (in the web request): the whole
+# exchange (connect, TLS, answer), not each read.
 CLUSTER_TEST_TIMEOUT_SECONDS = float(os.environ.get("CLUSTER_TEST_TIMEOUT_SECONDS", "10"))
+# Where cluster API servers may be (aicr_site.lib.outbound, validators_app.kubeconfig): never
+# link-local or unspecified, loopback only for simulated clusters; private ranges (10/8,
+# 172.16/12, 192.168/16, 100.64/10, fc00::/7) unless this is off. CLUSTER_ALLOWED_NETWORKS:
+# CIDRs reachable whatever those rules say (e.g. a metadata-free lab network), comma-separated.
+CLUSTER_PRIVATE_ADDRESSES = env_bool("CLUSTER_PRIVATE_ADDRESSES", default=True)
+CLUSTER_ALLOWED_NETWORKS = env_list("CLUSTER_ALLOWED_NETWORKS", [])
+import ipaddress  # noqa: E402
+
+for _network in CLUSTER_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"CLUSTER_ALLOWED_NETWORKS: {_network!r} is not a network (e.g. 10.20.0.0/16)"
+        ) from None
+# Every answer from a cluster during a run: at most this many bytes, within this many seconds.
+CLUSTER_MAX_ANSWER_BYTES = int(os.environ.get("CLUSTER_MAX_ANSWER_BYTES", str(64 * 1024 * 1024)))
+CLUSTER_ANSWER_DEADLINE_SECONDS = float(os.environ.get("CLUSTER_ANSWER_DEADLINE_SECONDS", "300"))
 # Run evidence (EVIDENCE): the site's ECDSA P-256 private key (PEM) that signs the evidence of
 # finished runs; registered as a SigningKey on first use. Unset in development: a local key is
 # generated into the git-ignored file below by `manage.py ensure_site_key`.

@@ -31,7 +31,15 @@ from tests.validators_app.kubeconfigs import (
     serve_version,
 )
 from validators_app import orchestrator
-from validators_app.kubeconfig import KubeconfigError, api_client, check_kubeconfig
+from validators_app.kubeconfig import (
+    KubeconfigError,
+    api_client,
+    check_kubeconfig,
+    server_policy,
+)
+
+# The live server listens on loopback, where a real cluster is only with the operator's say-so.
+REAL_ON_LOOPBACK = server_policy("real", allowed_networks=("127.0.0.1/32",))
 
 
 def timed(label: str, n: int, call: Callable[[], object]) -> None:
@@ -118,7 +126,7 @@ def main() -> None:
         mtls_live = https_kubeconfig(url, user=client_certificate_user())
 
         def tls_test() -> object:
-            with api_client(mtls_live, environment="real") as api:
+            with api_client(mtls_live, environment="real", policy=REAL_ON_LOOPBACK) as api:
                 result = orchestrator.test_connection(api, timeout_s=5)
             assert result.ok, result.detail
             return result

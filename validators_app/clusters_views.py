@@ -25,6 +25,7 @@ from validators_app.crypto import KeyUnavailable
 from validators_app.forms import ClusterRegisterForm
 from validators_app.models import Cluster
 from validators_app.services import clusters
+from validators_app.throttles import cluster_test_allowed
 
 READ_ROLES = frozenset({Role.MAINTAINER, Role.AUDITOR})
 CONNECTION_TARGET = "connection"
@@ -90,6 +91,13 @@ def cluster_test(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if not can_manage(request.user):
         return _refuse(request, MANAGE_REFUSAL)
     cluster = _cluster_or_404(pk)
+    allowed, wait = cluster_test_allowed(request, cluster_pk=cluster.pk)
+    if not allowed:
+        seconds = max(1, round(wait or 1))
+        response = _refuse(request, f"Too many connection tests: try again in {seconds} s.")
+        response.status_code = 429
+        response["Retry-After"] = str(seconds)
+        return response
     clusters.cluster_test_connection(cluster=cluster)
     if not request.htmx:
         return HttpResponseRedirect(reverse("clusters:detail", args=[cluster.pk]))

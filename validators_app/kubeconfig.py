@@ -14,6 +14,10 @@ strict and every refusal names what is wrong (never a secret value):
 - ``real`` clusters: ``https://`` with certificate verification (embedded CA or the system
   CAs; ``insecure-skip-tls-verify`` refused). ``http://`` only for a ``simulated`` cluster on a
   loopback host.
+- The server's address, however it is spelled, must be one the cluster's ``server_policy``
+  reaches (``aicr_site.lib.outbound``): never link-local or unspecified; loopback only for a
+  ``simulated`` cluster. A name is checked when ``api_client`` resolves it, and the client
+  connects to exactly the address checked, reading every answer within ``outbound.Limits``.
 
 ``check_kubeconfig`` returns a ``CheckedKubeconfig``: what pages may show (``info``) and a
 minimal kubeconfig holding only the checked context (``minimal_yaml``), which is what gets
@@ -42,6 +46,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from kubernetes import client as k8s_client
 
+from aicr_site.lib import outbound
 from recipes_app.resolver.yamlload import overlong_number
 
 ENVIRONMENTS = ("real", "simulated")
@@ -115,11 +120,27 @@ class CheckedKubeconfig:
     _credentials: _Credentials = field(repr=False)
 
 
-def check_kubeconfig(text: str | bytes, *, environment: str) -> CheckedKubeconfig:
-    """Parse and check ``text`` for a cluster of ``environment`` (``real`` | ``simulated``).
+def server_policy(
+    environment: str, *, private: bool = True, allowed_networks: tuple[str, ...] = ()
+) -> outbound.Policy:
+    """The addresses a cluster of ``environment`` may be reached at: simulated clusters run on
+    loopback (the site's simulator); real ones never do. Private ranges (where clusters usually
+    live) unless the site says otherwise; ``allowed_networks`` are operator-listed CIDRs."""
+    return outbound.Policy.with_networks(
+        allowed_networks, loopback=environment == "simulated", private=private
+    )
+
+
+def check_kubeconfig(
+    text: str | bytes, *, environment: str, policy: outbound.Policy | None = None
+) -> CheckedKubeconfig:
+    """Parse and check ``text`` for a cluster of ``environment`` (``real`` | ``simulated``),
+    its server's address against ``policy`` (default: ``server_policy(environment)``).
     Raises ``KubeconfigError`` naming the first problem found."""
     if environment not in ENVIRONMENTS:
         raise KubeconfigError(f"environment must be one of {', '.join(ENVIRONMENTS)}")
+    if policy is None:
+        policy = server_policy(environment)
     document = _load_yaml(text)
     if not isinstance(document, dict):
         raise KubeconfigError("kubeconfig: the document is not a mapping (expected kind: Config)")
@@ -156,7 +177,7 @@ def check_kubeconfig(text: str | bytes, *, environment: str) -> CheckedKubeconfi
     cluster = clusters[cluster_name]
     user = users[user_name]
     server, tls, tls_parts = _check_cluster(
-        cluster, f"clusters[{_quote(cluster_name)}].cluster", environment
+        cluster, f"clusters[{_quote(cluster_name)}].cluster", environment, policy
     )
     auth_kind, credentials = _check_user(user, f"users[{_quote(user_name)}].user")
     minimal = {
@@ -183,11 +204,28 @@ def check_kubeconfig(text: str | bytes, *, environment: str) -> CheckedKubeconfi
 
 
 @contextmanager
-def api_client(text: str | bytes, *, environment: str) -> Iterator[k8s_client.ApiClient]:
+def api_client(
+    text: str | bytes,
+    *,
+    environment: str,
+    policy: outbound.Policy | None = None,
+    limits: outbound.Limits | None = None,
+) -> Iterator[k8s_client.ApiClient]:
     """A ``kubernetes.client.ApiClient`` for the checked kubeconfig ``text``; closed (and any
-    client-key file with it) when the block exits."""
-    checked = check_kubeconfig(text, environment=environment)
+    client-key file with it) when the block exits. The server is resolved once, here, and
+    checked against ``policy``; every request goes to that address, each answer within
+    ``limits``. Raises ``KubeconfigError`` or ``outbound.DestinationRefused``."""
+    if policy is None:
+        policy = server_policy(environment)
+    checked = check_kubeconfig(text, environment=environment, policy=policy)
     creds = checked._credentials
+    parts = urlsplit(checked.info.server)
+    destination = outbound.resolve(
+        parts.hostname or "",
+        parts.port or (443 if parts.scheme == "https" else 80),
+        policy,
+        what="the cluster's server",
+    )
     configuration = k8s_client.Configuration(host=checked.info.server.rstrip("/"))
     configuration.verify_ssl = creds.verify_tls
     # No retries inside urllib3 (its default retries a refused or hung connection 3 times,
@@ -212,7 +250,9 @@ def api_client(text: str | bytes, *, environment: str) -> Iterator[k8s_client.Ap
                 _secret_file(creds.client_certificate_pem)
             )
             configuration.key_file = stack.enter_context(_secret_file(creds.client_key_pem))
-        api = k8s_client.ApiClient(configuration)
+        api = outbound.kubernetes_api_client(
+            configuration, destination, limits or outbound.Limits()
+        )
         stack.callback(api.close)
         yield api
 
@@ -397,7 +437,9 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _check_server(server: Any, where: str, environment: str) -> tuple[str, str]:
+def _check_server(
+    server: Any, where: str, environment: str, policy: outbound.Policy
+) -> tuple[str, str]:
     """The server URL and its scheme, or a KubeconfigError."""
     if not isinstance(server, str) or not server:
         raise KubeconfigError(f"{where}.server is missing")
@@ -428,16 +470,14 @@ def _check_server(server: Any, where: str, environment: str) -> tuple[str, str]:
                 f"{where}.server: http:// is allowed only for a simulated cluster on a loopback "
                 "host (127.0.0.1, ::1, localhost)"
             )
-    elif environment == "real":
-        try:
-            address = ipaddress.ip_address(host)
-        except ValueError:
-            address = None
-        if address is not None and (address.is_link_local or address.is_unspecified):
-            # 169.254.169.254 is where clouds serve instance credentials.
-            raise KubeconfigError(
-                f"{where}.server: a link-local or unspecified address is not a cluster"
-            )
+    try:
+        # As an address, however it is spelled (2852039166 is 169.254.169.254, where clouds
+        # serve instance credentials); a name is checked when it is resolved.
+        outbound.check_literal(host, policy, what="host")
+    except outbound.DestinationRefused as exc:
+        raise KubeconfigError(
+            f"{where}.server: {exc.message}, which is not a cluster this site connects to"
+        ) from None
     return server, parts.scheme
 
 
@@ -464,10 +504,10 @@ def _pem_certificates(value: Any, where: str) -> bytes:
 
 
 def _check_cluster(
-    cluster: Mapping[str, Any], where: str, environment: str
+    cluster: Mapping[str, Any], where: str, environment: str, policy: outbound.Policy
 ) -> tuple[str, str, dict[str, Any]]:
     _refuse_unknown(cluster, CLUSTER_FIELDS, where)
-    server, scheme = _check_server(cluster.get("server"), where, environment)
+    server, scheme = _check_server(cluster.get("server"), where, environment, policy)
     skip = cluster.get("insecure-skip-tls-verify", False)
     if not isinstance(skip, bool):
         raise KubeconfigError(f"{where}.insecure-skip-tls-verify: must be true or false")

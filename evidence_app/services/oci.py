@@ -31,12 +31,9 @@
 from __future__ import annotations
 
 import hashlib
-import http.client
 import io
-import ipaddress
 import logging
 import re
-import socket
 import tarfile
 import urllib.error
 import urllib.parse
@@ -50,6 +47,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from aicr_site.lib import outbound
 from evidence_app.models import UploadLog, UploadOutcome, UploadState, Verdict
 from evidence_app.services.ingest import ExpectedSigner, evidence_ingest, max_upload_bytes
 from evidence_app.verification._json import JSONLimitError, JSONLimits, load_json
@@ -187,127 +185,41 @@ def registry_permitted(ref: OciRef) -> None:
 # --- HTTP ------------------------------------------------------------------------------------
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None  # redirects are followed by hand, each destination checked
-
-
-@dataclass(frozen=True)
-class _Address:
-    """One checked address of a host: what the connection must use (no second lookup)."""
-
-    family: int
-    sockaddr: tuple[Any, ...]
-
-
-def _pinned_connect(address: _Address, timeout: Any, source_address: Any = None) -> socket.socket:
-    """A TCP connection to exactly ``address`` — never a fresh DNS answer, so a name that
-    resolved to a public address at check time cannot be re-bound to an internal one."""
-    sock = socket.socket(address.family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        # The sentinel http.client passes for "no timeout given"; typeshed leaves it private.
-        if timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:  # type: ignore[attr-defined]
-            sock.settimeout(timeout)
-        if source_address:
-            sock.bind(source_address)
-        sock.connect(address.sockaddr)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
-
-
-def _pin(connection: http.client.HTTPConnection, address: _Address) -> None:
-    # http.client connects through ``self._create_connection`` (HTTPS wraps that socket with
-    # SNI and certificate checks for ``self.host``, the name; the Host header is the name too).
-    def create(_address: Any, timeout: Any = None, source_address: Any = None) -> socket.socket:
-        return _pinned_connect(address, timeout, source_address)
-
-    # The documented-by-source hook above; typeshed does not declare it.
-    connection._create_connection = create  # type: ignore[attr-defined]
-
-
-class _PinnedHTTPHandler(urllib.request.HTTPHandler):
-    def __init__(self, address: _Address) -> None:
-        super().__init__()
-        self._address = address
-
-    def http_open(self, req: urllib.request.Request) -> Any:
-        def connection(host: str, **kwargs: Any) -> http.client.HTTPConnection:
-            conn = http.client.HTTPConnection(host, **kwargs)
-            _pin(conn, self._address)
-            return conn
-
-        return self.do_open(connection, req)
-
-
-class _PinnedHTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, address: _Address) -> None:
-        super().__init__()
-        self._address = address
-
-    def https_open(self, req: urllib.request.Request) -> Any:
-        def connection(host: str, **kwargs: Any) -> http.client.HTTPSConnection:
-            conn = http.client.HTTPSConnection(host, **kwargs)
-            _pin(conn, self._address)
-            return conn
-
-        # ``_context`` is set by HTTPSHandler.__init__ (the default context); typeshed omits it.
-        return self.do_open(connection, req, context=self._context)  # type: ignore[attr-defined]
-
-
-def _opener_for(address: _Address) -> urllib.request.OpenerDirector:
-    """No proxies from the environment, no automatic redirects, connections pinned."""
-    return urllib.request.build_opener(
-        urllib.request.ProxyHandler({}),
-        _NoRedirect(),
-        _PinnedHTTPHandler(address),
-        _PinnedHTTPSHandler(address),
-    )
-
-
 def _is_loopback_host(host: str) -> bool:
-    return host in ("localhost", "127.0.0.1", "::1") or host.startswith("127.")
+    address = outbound.literal_address(host)
+    return host == "localhost" or (address is not None and address.is_loopback)
 
 
-def _check_destination(url: str, *, registry: OciRef) -> _Address:
-    """Resolve the URL's host once, refuse it unless permitted, and return the address to
-    connect to (the connection uses it, not another lookup)."""
+def _check_destination(url: str, *, registry: OciRef) -> outbound.Destination:
+    """Resolve the URL's host once and refuse it unless the outbound policy permits it (public
+    addresses; loopback with ``EVIDENCE_OCI_ALLOW_LOOPBACK_HTTP``; private ones too for an
+    operator-listed registry); the connection goes to the returned address."""
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname or ""
     if parts.scheme not in ("https", "http"):
         raise OciError(f"refusing to follow a {parts.scheme or 'relative'} URL from the registry")
     loopback_ok = bool(getattr(settings, "EVIDENCE_OCI_ALLOW_LOOPBACK_HTTP", False))
+    allowed = [r.lower() for r in getattr(settings, "EVIDENCE_OCI_ALLOWED_REGISTRIES", [])]
+    listed = bool(allowed) and host == registry.host  # an operator-listed registry
+    policy = outbound.Policy(loopback=loopback_ok, private=listed)
     try:
-        infos = socket.getaddrinfo(
-            host,
-            parts.port or (443 if parts.scheme == "https" else 80),
-            type=socket.SOCK_STREAM,
-            proto=socket.IPPROTO_TCP,
-        )
-    except (socket.gaierror, UnicodeError) as exc:
-        raise OciError(f"registry host {host} cannot be resolved ({exc})") from None
-    infos = [info for info in infos if info[0] in (socket.AF_INET, socket.AF_INET6)]
-    if not infos:
-        raise OciError(f"registry host {host} has no IP address")
-    addresses = {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos}
-    chosen = _Address(family=infos[0][0], sockaddr=tuple(infos[0][4]))
-    loopback = all(a.is_loopback for a in addresses)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        destination = outbound.resolve(host, port, policy, what="registry host")
+    except ValueError:
+        raise OciError(f"registry URL {url[:200]!r} has an invalid port") from None
+    except outbound.Unresolvable as exc:
+        raise OciError(exc.message) from None
+    except outbound.DestinationRefused as exc:
+        raise OciError(
+            f"refusing to connect to {host}: it resolves to a non-public address ({exc.message})"
+        ) from None
+    loopback = all(a.is_loopback for a in destination.addresses)
     if parts.scheme == "http" and not (loopback and loopback_ok):
         raise OciError(
             f"refusing plain HTTP to {host}: only HTTPS, or a loopback registry when "
             "EVIDENCE_OCI_ALLOW_LOOPBACK_HTTP is on"
         )
-    if loopback:
-        if not loopback_ok:
-            raise OciError(f"refusing to pull from the loopback address {host}")
-        return chosen
-    allowed = [r.lower() for r in getattr(settings, "EVIDENCE_OCI_ALLOWED_REGISTRIES", [])]
-    if allowed and host == registry.host:
-        return chosen  # an operator-listed registry, wherever it resolves
-    if any(not a.is_global for a in addresses):
-        raise OciError(f"refusing to connect to {host}: it resolves to a non-public address")
-    return chosen
+    return destination
 
 
 def _scheme(ref: OciRef) -> str:
@@ -320,20 +232,22 @@ def _timeout() -> float:
 
 
 def _read(response: Any, limit: int, what: str) -> bytes:
-    declared = response.headers.get("Content-Length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise OciError(f"{what} is {declared} bytes, over the limit of {limit}")
-    data: bytes = response.read(limit + 1)
-    if len(data) > limit:
-        raise OciError(f"{what} is over the limit of {limit} bytes")
-    return data
+    try:
+        return outbound.read_capped(response, limit, deadline_s=_timeout())
+    except outbound.AnswerTooLarge:
+        raise OciError(f"{what} is over the limit of {limit} bytes") from None
+    except outbound.DeadlineExceeded:
+        raise OciError(
+            f"registry is unreachable (sending {what} took longer than {_timeout():g} s); try "
+            "again later"
+        ) from None
 
 
 def _open(url: str, *, ref: OciRef, headers: dict[str, str]) -> Any:
     address = _check_destination(url, registry=ref)
     request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **headers})  # noqa: S310 - scheme checked above
     try:
-        return _opener_for(address).open(request, timeout=_timeout())
+        return outbound.opener(address).open(request, timeout=_timeout())
     except urllib.error.HTTPError as exc:
         return exc
     except (urllib.error.URLError, OSError) as exc:

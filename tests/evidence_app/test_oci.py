@@ -15,6 +15,7 @@ import pytest
 from django.utils import timezone
 
 from aicr_site.celery import app as celery_app
+from aicr_site.lib import outbound
 from evidence_app.models import Evidence, TrustRoot, UploadLog, UploadState
 from evidence_app.services import oci
 from evidence_app.services.oci import (
@@ -329,13 +330,13 @@ def test_a_name_rebound_to_loopback_after_the_check_cannot_reach_it(
     monkeypatch.setattr(socket, "getaddrinfo", rebinding)
     connected: list[Any] = []
     seen: list[tuple[Any, ...]] = []
-    real_connect = oci._pinned_connect
+    real_connect = outbound.connect
 
     def spy(address: Any, *args: Any) -> Any:
         seen.append(address.sockaddr)
         return real_connect(address, *args)
 
-    monkeypatch.setattr(oci, "_pinned_connect", spy)
+    monkeypatch.setattr(outbound, "connect", spy)
     try:
         log = _request(f"rebind.example:{port}/e@{DIGEST}", django_capture_on_commit_callbacks)
         with contextlib.suppress(TimeoutError):

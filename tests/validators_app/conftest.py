@@ -22,3 +22,12 @@ def site_signing_key_file(
     settings.SITE_SIGNING_LOCAL_KEY_FILE = (  # type: ignore[attr-defined]
         tmp_path_factory.mktemp("site-key") / "site-signing-key.pem"
     )
+
+
+@pytest.fixture(autouse=True)
+def _no_cluster_test_throttle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests test connections freely (the throttle's counts would otherwise carry across tests
+    sharing a cache); ``test_cluster_connection_policy.py`` checks the throttle itself."""
+    from validators_app.throttles import ClusterTestThrottle
+
+    monkeypatch.setattr(ClusterTestThrottle, "THROTTLE_RATES", {"cluster-test": None})

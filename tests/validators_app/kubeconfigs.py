@@ -155,7 +155,7 @@ def kubeconfig(
     return yaml.safe_dump(document, sort_keys=False)
 
 
-def https_kubeconfig(server: str = "https://127.0.0.1:6443", **kwargs: Any) -> str:
+def https_kubeconfig(server: str = "https://gpu.example.com:6443", **kwargs: Any) -> str:
     """An https kubeconfig with the test CA embedded (what a real cluster should look like)."""
     cluster = {"certificate-authority-data": b64(pki().ca_pem), **kwargs.pop("cluster", {})}
     return kubeconfig(server=server, cluster=cluster, **kwargs)

@@ -162,7 +162,7 @@ def test_test_connection_without_javascript_redirects_to_the_page_showing_the_fa
     assert response.status_code == 302
     page = client.get(response["Location"]).content.decode()
     assert "FAILED" in page
-    assert "unreachable:" in page
+    assert "not reachable:" in page
 
 
 def test_no_page_shows_the_kubeconfig_or_its_ciphertext() -> None:

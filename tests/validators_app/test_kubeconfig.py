@@ -25,7 +25,12 @@ from validators_app.kubeconfig import (
     KubeconfigError,
     api_client,
     check_kubeconfig,
+    server_policy,
 )
+
+# The test servers listen on loopback, where a real cluster never is unless the operator lists
+# the network (CLUSTER_ALLOWED_NETWORKS).
+REAL_ON_LOOPBACK = server_policy("real", allowed_networks=("127.0.0.1/32",))
 
 
 def refused(text: str | bytes, environment: str = "simulated") -> str:
@@ -289,7 +294,9 @@ def test_it_allows_ipv6_loopback_and_localhost_over_http_for_simulated() -> None
 
 
 def test_it_refuses_insecure_skip_tls_verify_for_real_only() -> None:
-    text = kubeconfig(server="https://127.0.0.1:6443", cluster={"insecure-skip-tls-verify": True})
+    text = kubeconfig(
+        server="https://gpu.example.com:6443", cluster={"insecure-skip-tls-verify": True}
+    )
     assert "insecure-skip-tls-verify: refused for a real cluster" in refused(text, "real")
     assert check_kubeconfig(text, environment="simulated").info.tls == "skip-verify"
 
@@ -335,7 +342,7 @@ def test_the_client_verifies_the_ca_and_presents_its_certificate_over_mtls(
     version_server: str,
 ) -> None:
     text = https_kubeconfig(version_server, user=client_certificate_user())
-    with api_client(text, environment="real") as api:
+    with api_client(text, environment="real", policy=REAL_ON_LOOPBACK) as api:
         assert k8s_client.VersionApi(api).get_code(_request_timeout=5).git_version == "v1.32.4"
         key_file = api.configuration.key_file
         assert os.readlink(key_file).startswith("/memfd:aicr-kubeconfig")  # never on a disk
@@ -351,7 +358,7 @@ def test_the_client_refuses_a_server_the_ca_did_not_sign(version_server: str) ->
         cluster={"certificate-authority-data": other_ca},
     )
     with (
-        api_client(text, environment="real") as api,
+        api_client(text, environment="real", policy=REAL_ON_LOOPBACK) as api,
         pytest.raises(Exception, match="CERTIFICATE_VERIFY_FAILED"),
     ):
         k8s_client.VersionApi(api).get_code(_request_timeout=5)

@@ -53,10 +53,11 @@ def _api(url: str) -> kubernetes.client.ApiClient:
     ("status", "body", "detail"),
     [
         (403, b'{"kind":"Status","code":403}', "HTTP 403: credentials were refused (forbidden)"),
-        (503, b"{}", "HTTP 503 Service Unavailable from /version"),
-        (200, b"<html>not kubernetes</html>", "/version did not answer a Kubernetes version: "),
-        (200, b'{"gitVersion": ""}', "/version did not answer a Kubernetes version: "),
-        (200, b'{"gitVersion": 7}', "/version did not answer a Kubernetes version: "),
+        (503, b"{}", "invalid answer: /version did not answer a Kubernetes version (HTTP 503)"),
+        (200, b"<html>not kubernetes</html>", "invalid answer: /version did not answer"),
+        (200, b'{"gitVersion": ""}', "invalid answer: /version did not answer"),
+        (200, b'{"gitVersion": 7}', "invalid answer: /version did not answer"),
+        (200, b"[" * 30_000 + b"]" * 30_000, "invalid answer: /version did not answer"),
     ],
 )
 def test_it_names_what_is_wrong(status: int, body: bytes, detail: str) -> None:
@@ -71,3 +72,24 @@ def test_it_reads_the_version() -> None:
     with serving(200, b'{"major":"1","minor":"33","gitVersion":"v1.33.5-eks-113cf36"}') as url:
         result = test_connection(_api(url), timeout_s=30)
     assert (result.ok, result.server_version) == (True, "v1.33.5-eks-113cf36")
+
+
+def test_a_runs_transport_failures_read_as_one_reason_class() -> None:
+    """A run's error must not say whether a port refused, hung or spoke TLS."""
+    import ssl
+
+    import urllib3
+
+    from aicr_site.lib import outbound
+    from validators_app.orchestrator.kube import TRANSPORT_FAILURE, describe
+
+    failures = [
+        ConnectionRefusedError(111, "Connection refused"),
+        TimeoutError("timed out"),
+        ssl.SSLCertVerificationError("certificate verify failed"),
+        urllib3.exceptions.ProtocolError("Connection broken"),
+        urllib3.exceptions.MaxRetryError(None, "/", ConnectionRefusedError()),  # type: ignore[arg-type]
+    ]
+    assert {describe(exc) for exc in failures} == {TRANSPORT_FAILURE}
+    refused = outbound.DestinationRefused("the cluster's server x resolves to a loopback address")
+    assert describe(refused) == refused.message

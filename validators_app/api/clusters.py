@@ -33,6 +33,7 @@ from validators_app.services.clusters import (
     cluster_register,
     cluster_test_connection,
 )
+from validators_app.throttles import ClusterTestThrottle
 
 TAGS = ["clusters"]
 READ_ROLES = (Role.MAINTAINER, Role.AUDITOR)
@@ -219,12 +220,16 @@ class ClusterTestView(APIView):
 
     authentication_classes = [BearerTokenAuthentication]
     permission_classes = [HasRole.of(Role.MAINTAINER)]
+    throttle_classes = [ClusterTestThrottle]
 
     @extend_schema(
         summary="Test a cluster's connection",
         description=(
-            "Maintainers. `ok` with the server's version, or the exact failure (unreachable, "
-            "TLS, 401/403, timeout). The result is also recorded on the cluster."
+            "Maintainers. `ok` with the server's version (at most 100 characters), or one reason "
+            "class: `not reachable` (refused, timed out, dropped or TLS alike), `refused` (an "
+            "address this site does not connect to), credentials refused (401/403) or `invalid "
+            "answer`. The result is also recorded on the cluster. Throttled per user and "
+            "cluster (`CLUSTER_TEST_RATE`)."
         ),
         request=None,
         responses={
@@ -232,6 +237,7 @@ class ClusterTestView(APIView):
             401: ErrorSerializer,
             403: ErrorSerializer,
             404: ErrorSerializer,
+            429: ErrorSerializer,
         },
         tags=TAGS,
     )

@@ -1,35 +1,51 @@
-"""``test_connection``: the server version, or the exact reason the cluster cannot be reached."""
+"""``test_connection``: the server version, or one reason class for why there is none.
+
+The answer comes from an address a maintainer typed, so it is read as hostile: at most
+``max_answer_bytes`` (the client's ``outbound.Limits`` bound the bytes received and the whole
+exchange's time), parsed with the bounded JSON loader, and the version shown is cut to
+``MAX_VERSION_CHARS``. What users see never says what a port answered: refused, timed out,
+dropped and TLS failures are all ``NOT_REACHABLE`` (the exception is logged for operators).
+"""
 
 from __future__ import annotations
 
-import json
-import socket
-import ssl
+import logging
 
 import urllib3
 from kubernetes import client
 
+from aicr_site.lib import outbound
+from evidence_app.verification._json import JSONLimitError, JSONLimits, load_json
+
 from .model import ConnectionResult
 
-__all__ = ["test_connection"]
+__all__ = ["INVALID_ANSWER", "MAX_VERSION_CHARS", "NOT_REACHABLE", "test_connection"]
+
+logger = logging.getLogger(__name__)
+
+MAX_VERSION_CHARS = 100
+MAX_ANSWER_BYTES = 64 * 1024  # a /version answer is a few hundred bytes
+NOT_REACHABLE = (
+    "not reachable: no Kubernetes API server answered (connection refused, timed out, dropped "
+    "or failed TLS verification)"
+)
+INVALID_ANSWER = "invalid answer: /version did not answer a Kubernetes version"
+_VERSION_LIMITS = JSONLimits(max_bytes=MAX_ANSWER_BYTES, max_depth=4, max_object_keys=32)
 
 
-def _transport_detail(exc: BaseException, timeout_s: float) -> str:
-    reason = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason else exc
-    if isinstance(reason, (urllib3.exceptions.SSLError, ssl.SSLError)):
-        return f"TLS verification failed: {reason}"
-    # NewConnectionError subclasses ConnectTimeoutError in urllib3: test it first.
-    if isinstance(reason, (urllib3.exceptions.NewConnectionError, ConnectionError)):
-        return f"unreachable: {reason}"
-    if isinstance(reason, (urllib3.exceptions.TimeoutError, socket.timeout, TimeoutError)):
-        return f"timed out after {timeout_s:g}s: {reason}"
-    if isinstance(reason, urllib3.exceptions.ProtocolError):
-        return f"connection broken: {reason}"
-    return f"{type(reason).__name__}: {reason}"
+def _printable(text: str) -> str:
+    shown = "".join(ch if ch.isprintable() else "?" for ch in text[: MAX_VERSION_CHARS + 1])
+    return shown if len(shown) <= MAX_VERSION_CHARS else shown[: MAX_VERSION_CHARS - 1] + "…"
 
 
-def test_connection(api: client.ApiClient, *, timeout_s: float = 10) -> ConnectionResult:  # noqa: PT028
-    """GET /version with ``timeout_s`` for connect and read; never raises for cluster faults."""
+def test_connection(
+    api: client.ApiClient,
+    *,
+    timeout_s: float = 10,  # noqa: PT028
+    max_answer_bytes: int = MAX_ANSWER_BYTES,  # noqa: PT028
+) -> ConnectionResult:
+    """GET /version with ``timeout_s`` for connect and each read (the client's limits bound the
+    whole exchange); never raises for cluster faults."""
     try:
         method, url, headers, body, post = api.param_serialize(
             "GET",
@@ -40,24 +56,31 @@ def test_connection(api: client.ApiClient, *, timeout_s: float = 10) -> Connecti
         resp = api.call_api(
             method, url, headers, body, post, _request_timeout=(timeout_s, timeout_s)
         )
-        data = resp.read()
-    except (urllib3.exceptions.HTTPError, OSError) as exc:
-        return ConnectionResult(False, "", _transport_detail(exc, timeout_s))
+        try:
+            data = outbound.read_capped(resp.response, max_answer_bytes)
+        finally:
+            resp.response.release_conn()
+    except outbound.DestinationRefused as exc:
+        return ConnectionResult(False, "", f"refused: {exc.message}")
+    except outbound.AnswerTooLarge:
+        return ConnectionResult(False, "", f"{INVALID_ANSWER} (over {max_answer_bytes} bytes)")
+    except (outbound.OutboundError, urllib3.exceptions.HTTPError, OSError) as exc:
+        logger.info("connection test: %s", type(exc).__name__, exc_info=True)
+        return ConnectionResult(False, "", NOT_REACHABLE)
     if resp.status in (401, 403):
         word = "unauthorized" if resp.status == 401 else "forbidden"
         return ConnectionResult(False, "", f"HTTP {resp.status}: credentials were refused ({word})")
     if not 200 <= resp.status <= 299:
-        return ConnectionResult(
-            False, "", f"HTTP {resp.status} {resp.reason or ''} from /version".strip()
-        )
+        return ConnectionResult(False, "", f"{INVALID_ANSWER} (HTTP {resp.status})")
     try:
-        doc = json.loads(data)
-        version = doc["gitVersion"]
-        if not isinstance(version, str) or not version:
-            raise ValueError("empty gitVersion")
-    except (ValueError, KeyError, TypeError) as exc:
-        return ConnectionResult(False, "", f"/version did not answer a Kubernetes version: {exc}")
-    return ConnectionResult(True, version, f"connected; Kubernetes {version}")
+        doc = load_json(data, what="/version", limits=_VERSION_LIMITS)
+    except JSONLimitError:
+        return ConnectionResult(False, "", INVALID_ANSWER)
+    version = doc.get("gitVersion") if isinstance(doc, dict) else None
+    if not isinstance(version, str) or not version.strip():
+        return ConnectionResult(False, "", INVALID_ANSWER)
+    shown = _printable(version.strip())
+    return ConnectionResult(True, shown, f"connected; Kubernetes {shown}")
 
 
 test_connection.__test__ = False  # type: ignore[attr-defined]  # a product API, not a pytest test

@@ -23,9 +23,20 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-__all__ = ["AlreadyExists", "ApiUnavailable", "Kube", "KubeError", "NotFound", "RetryPolicy"]
+from aicr_site.lib import outbound
+
+__all__ = [
+    "TRANSPORT_FAILURE",
+    "AlreadyExists",
+    "ApiUnavailable",
+    "Kube",
+    "KubeError",
+    "NotFound",
+    "RetryPolicy",
+]
 
 _AUTH = ["BearerToken"]
+TRANSPORT_FAILURE = "not reachable (connection refused, timed out, dropped or failed TLS)"
 _MAX_LOG_BYTES = 32 * 1024 * 1024  # keep the tail of a bigger log (the CTRF keeps 1000 lines)
 
 
@@ -79,8 +90,12 @@ def describe(exc: BaseException) -> str:
         except ValueError:
             detail = (exc.body or "")[:200]
         return f"HTTP {exc.status} {exc.reason or ''}".strip() + (f": {detail}" if detail else "")
-    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
-        return f"{type(exc.reason).__name__}: {exc.reason}"
+    if isinstance(exc, outbound.OutboundError):
+        return exc.message  # what the site decided (a refused address, a cap), not the peer
+    if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
+        # One reason class for every transport failure: a run's error must not say whether a
+        # port refused, hung or spoke TLS (that would scan ports from the worker).
+        return TRANSPORT_FAILURE
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -141,7 +156,8 @@ class Kube:
                 if isinstance(exc, ApiException) and exc.status == 409:
                     raise AlreadyExists(f"{what}: {describe(exc)}") from exc
                 if not _retryable(exc):
-                    if isinstance(exc, ApiException):
+                    # A refused address, or an answer over its cap or deadline: no retry helps.
+                    if isinstance(exc, ApiException | outbound.OutboundError):
                         raise ApiUnavailable(f"{what}: {describe(exc)}") from exc
                     raise
                 delay = min(

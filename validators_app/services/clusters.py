@@ -4,6 +4,10 @@ re-encrypt kubeconfigs after a key rotation.
 The kubeconfig is checked (``validators_app.kubeconfig``) before anything is stored, and what
 is stored is the checked, minimal kubeconfig, encrypted (``validators_app.crypto``). It is
 decrypted only inside ``cluster_api_client`` and never logged.
+
+Where a cluster may be reached is ``cluster_policy`` (its environment and the site's
+``CLUSTER_PRIVATE_ADDRESSES``/``CLUSTER_ALLOWED_NETWORKS``), checked at registration for the
+address as spelled and at every connection for the address resolved (``aicr_site.lib.outbound``).
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 
+from aicr_site.lib import outbound
 from validators_app import crypto, kubeconfig, orchestrator
 from validators_app.models import Cluster, Environment
+from validators_app.orchestrator.connection import MAX_ANSWER_BYTES as MAX_VERSION_ANSWER_BYTES
 
 logger = logging.getLogger(__name__)
 
@@ -50,12 +56,31 @@ def _check_name(name: Any, *, exclude_pk: int | None = None) -> str:
     return cleaned
 
 
+def cluster_policy(environment: str) -> outbound.Policy:
+    """The addresses a cluster of ``environment`` may be reached at on this site."""
+    return kubeconfig.server_policy(
+        environment,
+        private=settings.CLUSTER_PRIVATE_ADDRESSES,
+        allowed_networks=tuple(settings.CLUSTER_ALLOWED_NETWORKS),
+    )
+
+
+def run_limits() -> outbound.Limits:
+    """What each answer from a cluster may cost during a run."""
+    return outbound.Limits(
+        max_answer_bytes=settings.CLUSTER_MAX_ANSWER_BYTES,
+        deadline_s=settings.CLUSTER_ANSWER_DEADLINE_SECONDS,
+    )
+
+
 @sensitive_variables("text")
 def _check_kubeconfig(text: Any, environment: str) -> kubeconfig.CheckedKubeconfig:
     if not isinstance(text, str | bytes):
         raise ClusterRegistrationError("kubeconfig", "kubeconfig: must be YAML text")
     try:
-        return kubeconfig.check_kubeconfig(text, environment=environment)
+        return kubeconfig.check_kubeconfig(
+            text, environment=environment, policy=cluster_policy(environment)
+        )
     except kubeconfig.KubeconfigError as exc:
         raise ClusterRegistrationError("kubeconfig", str(exc)) from None
 
@@ -145,26 +170,38 @@ def cluster_update(*, cluster: Cluster, name: str, kubeconfig_text: str | None =
 
 @contextmanager
 @sensitive_variables("text")
-def cluster_api_client(cluster: Cluster) -> Iterator[Any]:
-    """A ``kubernetes`` ApiClient for ``cluster`` (closed after the block). The stored
-    kubeconfig is checked again: rules may have tightened since it was registered. Raises
-    ``crypto.KeyUnavailable`` or ``kubeconfig.KubeconfigError``."""
+def cluster_api_client(cluster: Cluster, *, limits: outbound.Limits | None = None) -> Iterator[Any]:
+    """A ``kubernetes`` ApiClient for ``cluster`` (closed after the block), pinned to the
+    address its server resolved to now and checked against ``cluster_policy``; each answer
+    within ``limits`` (default ``run_limits()``). The stored kubeconfig is checked again: rules
+    may have tightened since it was registered. Raises ``crypto.KeyUnavailable``,
+    ``kubeconfig.KubeconfigError`` or ``outbound.DestinationRefused``."""
     text = crypto.kubeconfig_decrypt(cluster.kubeconfig_encrypted)
-    with kubeconfig.api_client(text, environment=cluster.environment) as api:
+    with kubeconfig.api_client(
+        text,
+        environment=cluster.environment,
+        policy=cluster_policy(cluster.environment),
+        limits=limits or run_limits(),
+    ) as api:
         yield api
 
 
 def cluster_test_connection(
     *, cluster: Cluster, timeout_s: float | None = None
 ) -> orchestrator.ConnectionResult:
-    """Ask the cluster for its version within ``timeout_s`` (default
-    ``CLUSTER_TEST_TIMEOUT_SECONDS``) and record the answer on it."""
+    """Ask the cluster for its version, the whole exchange within ``timeout_s`` (default
+    ``CLUSTER_TEST_TIMEOUT_SECONDS``), and record the answer on it."""
     timeout = settings.CLUSTER_TEST_TIMEOUT_SECONDS if timeout_s is None else timeout_s
+    limits = outbound.Limits(max_answer_bytes=MAX_VERSION_ANSWER_BYTES, deadline_s=timeout)
     try:
-        with cluster_api_client(cluster) as api:
+        with cluster_api_client(cluster, limits=limits) as api:
             result = orchestrator.test_connection(api, timeout_s=timeout)
     except (crypto.KeyUnavailable, kubeconfig.KubeconfigError) as exc:
         result = orchestrator.ConnectionResult(ok=False, server_version="", detail=str(exc))
+    except outbound.DestinationRefused as exc:
+        result = orchestrator.ConnectionResult(
+            ok=False, server_version="", detail=f"refused: {exc.message}"
+        )
     tested_at = timezone.now()
     fields = {
         "last_test_ok": result.ok,
