@@ -164,8 +164,10 @@ PARSE_SITES = {
     "recipes_app/api/views.py": (1, "DRF's own error detail, round-tripped"),
     "recipes_app/migrations/0002_catalog_validator_catalog_version.py": (1, "stored catalog"),
     "recipes_app/snapshot.py": (1, "the catalog snapshot write_catalog_snapshot wrote; capped"),
-    "validators_app/orchestrator/connection.py": (1, "peer response: h-hostile-peer's policy"),
-    "validators_app/orchestrator/kube.py": (2, "API server responses: h-hostile-peer's policy"),
+    "validators_app/orchestrator/kube.py": (
+        2,
+        "API server responses, capped in bytes and time by aicr_site.lib.outbound (a gzip answer decompresses uncapped: still open)",
+    ),
     "validators_app/orchestrator/run.py": (
         1,
         "the agent's snapshot: alias-free loader with overlong_number; RecursionError, "
