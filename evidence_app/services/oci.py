@@ -48,7 +48,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from aicr_site.lib import outbound
-from evidence_app.models import UploadLog, UploadOutcome, UploadState, Verdict
+from evidence_app.models import EvidencePointer, UploadLog, UploadOutcome, UploadState, Verdict
 from evidence_app.services.ingest import ExpectedSigner, evidence_ingest, max_upload_bytes
 from evidence_app.verification._json import JSONLimitError, JSONLimits, load_json
 from evidence_app.verification.pipeline import is_archive
@@ -583,8 +583,6 @@ def oci_upload_request(*, oci_ref: str, user: Any) -> UploadLog:
 def _pointer_signer(log: UploadLog) -> ExpectedSigner | None:
     """The signer an AICR pointer that asked for this pull claims (verified pinned to it, as
     AICR's ingest does); None for a contributor's own OCI upload."""
-    from evidence_app.models import EvidencePointer
-
     pointer = EvidencePointer.objects.filter(upload=log).exclude(signer_issuer="").first()
     if pointer is None:
         return None

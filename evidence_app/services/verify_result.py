@@ -39,7 +39,6 @@ INVALID = 2
 PROCESS_EXIT = {VALID: 0, VALID_WITH_FAILURES: 2, INVALID: 2}
 MAX_INPUT_BYTES = 64 * 1024 * 1024
 MAX_DIRECTORY_FILES = 1000
-_OCI_PINNED = re.compile(r"[^\s@]+@sha256:[0-9a-f]{64}")
 
 
 class VerifyInputError(ValueError):
@@ -223,7 +222,7 @@ def verify_input(
             artifact=artifact,
         )
         return _result(report.kind, report, bundle_digest=_sha256(data), pinned=pinned)
-    if _OCI_PINNED.fullmatch(text.strip()) or ("/" in text and ":" in text):
+    if "/" in text and (":" in text or "@" in text):  # parse_oci_ref names what is wrong
         return _verify_oci(
             text,
             expected_issuer=expected_issuer,

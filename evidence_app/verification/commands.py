@@ -20,7 +20,7 @@ Forms (SIGSTORE.md §4):
   --new-bundle-format --key key.pub --type PREDICATE_TYPE [--insecure-ignore-tlog] ARTIFACT``.
 
 The ``aicr … --key`` form is NOT confirmed offline: the reviewed AICR sources (up to main-08 and
-the v1.x excerpts, ../shared/AICR.md §4.4-4.5, AICR-V1.md §9) have no ``--key`` on ``aicr
+the v1.x excerpts; the team's AICR notes §4.4-4.5 and their v1 notes §9) have no ``--key`` on ``aicr
 evidence verify`` (only on ``aicr verify`` for deployment bundles, ``--key <kms-uri|pub.pem>``).
 It is written as AICR v1.1's KMS evidence signing (``validation.signingKey``) is described to
 us, modelled on ``aicr verify``; check the flag against ``aicr evidence verify --help`` of the
