@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from recipes_app.resolver.catalog import BENCHMARK_RUNTIME_DIR as TESTDATA_DIR
 from recipes_app.resolver.errors import goq
 
 from .model import InvalidRecipeInput
@@ -32,7 +33,6 @@ __all__ = [
 
 RUNTIME = "nccl-benchmark-runtime"  # the carrier the performance container renders
 RUNTIME_REF = "nccl-benchmark-runtime-ref"  # what recipe authors write
-TESTDATA_DIR = "validators/performance/testdata"
 
 #: Reads a file of the recipe's data tree by relative path: its text, or ``None`` if absent.
 TextReader = Callable[[str], "str | None"]
