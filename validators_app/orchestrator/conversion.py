@@ -9,7 +9,6 @@ recipe that can never run is refused with a 400 instead of a queued run that err
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,15 +27,12 @@ class CatalogData:
 
     def __init__(self, files: Mapping[str, str] | None) -> None:
         self.files = files
-        self._parsed: dict[str, Any] = {}
-        self._lock = threading.Lock()
+        self._parsed: dict[str, Any] = {}  # one run's worth: a handful of values files
 
     def values(self, path: str) -> Any:
-        with self._lock:
-            if path not in self._parsed:
-                text = self.files.get(path) if self.files is not None else None
-                self._parsed[path] = parse_values_text(path, text)
-            return self._parsed[path]
+        if path not in self._parsed:
+            self._parsed[path] = parse_values_text(path, self.text(path))
+        return self._parsed[path]
 
     def text(self, path: str) -> str | None:
         return self.files.get(path) if self.files is not None else None
