@@ -32,8 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import kubernetes
 import yaml
 
+from recipes_app.resolver import read_tree
 from tests.k8s_sim import SCENARIOS, SimulatedCluster
-from tests.shared_data import EVIDENCE_EXAMPLE_BUNDLE, VALIDATOR_CATALOG
+from tests.shared_data import EVIDENCE_EXAMPLE_BUNDLE, RECIPES_TREE, VALIDATOR_CATALOG
 from validators_app import orchestrator
 from validators_app.orchestrator import run as run_module
 from validators_app.orchestrator.kube import Kube
@@ -120,6 +121,7 @@ def main() -> None:
 
     recipe = yaml.safe_load((EVIDENCE_EXAMPLE_BUNDLE / "recipe.yaml").read_text())
     catalog = yaml.safe_load(VALIDATOR_CATALOG.read_text())
+    tree = read_tree(RECIPES_TREE)  # the values files the allocation policy is resolved from
 
     overheads: list[float] = []
     waits: list[float] = []
@@ -147,6 +149,7 @@ def main() -> None:
                     recipe=recipe,
                     validator_catalog=catalog,
                     aicr_version="v0.19.0",
+                    catalog_files=tree,
                 ),
                 hooks,
             )

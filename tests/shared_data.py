@@ -25,3 +25,6 @@ CTRF_NO_CLUSTER = AICR / "_generated" / "validate-no-cluster.ctrf.json"
 VALIDATOR_CATALOG = RECIPES_TREE / "validators" / "catalog.yaml"
 # The measurements-only snapshot AICR's CUJ1 chainsaw test validates against (no header).
 MOCK_SNAPSHOT = AICR / "tests" / "chainsaw" / "cli" / "cuj1-training" / "mock-snapshot.yaml"
+# One of AICR's generic NCCL benchmark TrainingRuntimes (validators/performance/testdata), as a
+# recipe would ship it in its data tree for nccl-benchmark-runtime-ref.
+BENCHMARK_RUNTIME_B200_ANY = AICR / "validators/performance/testdata/b200/any/runtime.yaml"

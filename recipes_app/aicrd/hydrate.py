@@ -13,6 +13,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from recipes_app.resolver import CatalogError, yamlload
+
 #: Reads a values file of the catalog by path: its parsed mapping, or ``None`` when absent.
 ValuesReader = Callable[[str], Any]
 
@@ -85,6 +87,21 @@ def hydrate(doc: Mapping[str, Any], *, read: ValuesReader) -> dict[str, Any]:
         components[ref["name"]] = component
     hydrated["components"] = components
     return hydrated
+
+
+def parse_values_text(path: str, text: str | None) -> Any:
+    """A values file as yaml.v3 decodes it into ``map[string]any`` (``yes`` stays a string,
+    ``0o17`` is an int, as in AICR's ``GetValuesForComponent``); ``None`` if it is absent or
+    not valid YAML."""
+    if text is None:
+        return None
+    if all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()):
+        return {}  # yaml.v3 decodes an empty document to an empty map
+    try:
+        node = yamlload.parse_raw(text, path)
+        return yamlload.as_any(node, yamlload.Ctx(path))
+    except CatalogError:
+        return None
 
 
 def component_values(ref: Mapping[str, Any], *, read: ValuesReader) -> dict[str, Any]:

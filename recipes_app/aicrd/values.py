@@ -1,9 +1,8 @@
 """The Helm values files a hydrated recipe needs, from the loaded catalog version.
 
 The texts come from the parsed catalog ``services.loaded_catalog`` already keeps per version;
-each file is parsed with the resolver's yaml.v3-compatible typing (``yes`` stays a string,
-``0o17`` is an int, as in AICR's ``GetValuesForComponent``) and kept in a small per-process
-cache: a catalog version's files never change.
+each file is parsed by ``hydrate.parse_values_text`` and kept in a small per-process cache: a
+catalog version's files never change.
 """
 
 from __future__ import annotations
@@ -14,9 +13,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from recipes_app import services
-from recipes_app.aicrd.hydrate import ValuesReader
+from recipes_app.aicrd.hydrate import ValuesReader, parse_values_text
 from recipes_app.models import Catalog
-from recipes_app.resolver import CatalogError, yamlload
 
 _CACHE: OrderedDict[tuple[int, str], Any] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
@@ -58,23 +56,10 @@ def _load(catalog: Catalog, paths: Iterable[str]) -> dict[str, Any]:
     if not wanted:
         return found
     files = services.loaded_catalog(catalog).files
-    fetched = {path: _parse(path, files.get(path)) for path in wanted}
+    fetched = {path: parse_values_text(path, files.get(path)) for path in wanted}
     with _CACHE_LOCK:
         for path, value in fetched.items():
             _CACHE[(catalog.pk, path)] = value
         while len(_CACHE) > _CACHE_MAX:
             _CACHE.popitem(last=False)
     return found | fetched
-
-
-def _parse(path: str, text: str | None) -> Any:
-    """The file as yaml.v3 decodes it into ``map[string]any``; ``None`` if it is absent."""
-    if text is None:
-        return None
-    if all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()):
-        return {}  # yaml.v3 decodes an empty document to an empty map
-    try:
-        node = yamlload.parse_raw(text, path)
-        return yamlload.as_any(node, yamlload.Ctx(path))
-    except CatalogError:
-        return None

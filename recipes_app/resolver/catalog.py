@@ -75,6 +75,9 @@ from .yamlload import (
 
 REGISTRY_FILE = "registry.yaml"
 VALIDATOR_CATALOG_FILE = "validators/catalog.yaml"
+# Where a recipe's own NCCL benchmark runtimes live in a --data tree (AICR
+# pkg/validator/benchmark_runtime_ref.go); the orchestrator reads them from the catalog.
+BENCHMARK_RUNTIME_DIR = "validators/performance/testdata"
 BASE_FILE = "overlays/base.yaml"
 BASE_NAME = "base"
 #: Upper bounds for a whole tree (the real one: ~270 files, ~2.5 MB).
@@ -229,9 +232,11 @@ def read_tree(path: str | os.PathLike[str]) -> dict[str, str]:
     """The resolver's input files of an AICR recipe tree, keyed by relative POSIX path.
 
     Reads ``registry.yaml``, ``overlays/*.yaml``, ``mixins/*.yaml``,
-    ``validators/catalog.yaml``, every file under ``components/`` and the ``checks/`` files the
-    registry names as ``healthCheck.assertFile``. Symlinks may point anywhere inside the tree;
-    one that leaves it is refused, as is any file over ``MAX_FILE_BYTES``.
+    ``validators/catalog.yaml``, every file under ``components/``, the ``checks/`` files the
+    registry names as ``healthCheck.assertFile`` and the benchmark runtimes
+    ``validators/performance/testdata/<accelerator>/<service>/runtime.yaml``. Symlinks may
+    point anywhere inside the tree; one that leaves it is refused, as is any file over
+    ``MAX_FILE_BYTES``.
     """
     root = Path(os.path.realpath(path))
     if not root.is_dir():
@@ -258,6 +263,10 @@ def read_tree(path: str | os.PathLike[str]) -> dict[str, str]:
             continue  # load_catalog reports the bad reference against registry.yaml
         full = root / rel
         if full.exists() or full.is_symlink():
+            add(rel)
+    for rel in _walk(root, BENCHMARK_RUNTIME_DIR):
+        # <accelerator>/<service>/runtime.yaml: what a recipe's nccl-benchmark-runtime-ref names.
+        if rel.count("/") == BENCHMARK_RUNTIME_DIR.count("/") + 3 and rel.endswith("/runtime.yaml"):
             add(rel)
     return files
 

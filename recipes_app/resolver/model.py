@@ -9,6 +9,7 @@ checks, an absent ``checks`` inherits them).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,6 +102,16 @@ class ExpectedResource:
     namespace: str = ""
 
 
+def overrides_enabled(overrides: Mapping[str, Any] | None) -> bool:
+    """AICR ``ComponentRef.IsEnabled``: ``overrides.enabled``/``overrides.install`` set to false
+    disable a component. A non-bool value is treated as enabled (AICR logs a warning and
+    ignores it). Takes the overrides mapping so parsed recipe documents use the same rule.
+    """
+    if not overrides:
+        return True
+    return all(overrides.get(key, True) is not False for key in ("enabled", "install"))
+
+
 @dataclass(frozen=True, slots=True)
 class ComponentRef:
     """One ``componentRefs[]`` entry of an overlay, mixin or resolved recipe."""
@@ -126,18 +137,8 @@ class ComponentRef:
     health_check_skip: bool = False
 
     def is_enabled(self) -> bool:
-        """AICR ``IsEnabled``: ``overrides.enabled``/``overrides.install`` set to false disable it.
-
-        A non-bool value is treated as enabled (AICR logs a warning and ignores it).
-        """
-        ov = self.overrides
-        if not ov:
-            return True
-        for key in ("enabled", "install"):
-            value = ov.get(key, True)
-            if value is False:
-                return False
-        return True
+        """AICR ``IsEnabled`` (see ``overrides_enabled``)."""
+        return overrides_enabled(self.overrides)
 
 
 @dataclass(frozen=True, slots=True)

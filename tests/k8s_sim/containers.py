@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from . import allocmode
 from .scenarios import Scenario
 
 CATALOG_CHECKS: Mapping[str, tuple[str, ...]] = {
@@ -305,9 +306,11 @@ def _dra_support(ctx: CheckContext) -> None:
             'Deployment "nvidia-dra-driver-gpu-controller" not found in namespace '
             '"nvidia-dra-driver"',
         )
-    nodes = scenario.gpu_nodes()
+    # The driver's ComputeDomain slices (and, with resources.gpus.enabled, its gpu.nvidia.com
+    # ones) live on the GPU nodes whose driver the operator loaded.
+    nodes = scenario.driver_gpu_nodes()
     if not nodes:
-        raise Fail("NOT_FOUND", "no ResourceSlice of driver gpu.nvidia.com with a usable device")
+        raise Fail("NOT_FOUND", "no ResourceSlice of an NVIDIA DRA driver with a usable device")
     ctx.log.out("--- DRA driver ---")
     ctx.log.out("controller: nvidia-dra-driver-gpu-controller 1/1 available")
     ctx.log.out(
@@ -315,16 +318,83 @@ def _dra_support(ctx: CheckContext) -> None:
     )
     ctx.log.out("--- ResourceSlices ---")
     for node in nodes:
-        ctx.log.out(f"{node.name}-gpu.nvidia.com: {node.gpus} device(s)")
+        ctx.log.out(f"{node.name}-compute-domain.nvidia.com: 1 device(s)")
+        if scenario.dra_full_gpu:
+            ctx.log.out(f"{node.name}-gpu.nvidia.com: {node.gpus} device(s)")
+    # VERIFY the configured policy, then run the full-GPU subtest only where it applies
+    # (runDRABehavioralSubtests in dra_support_check.go).
+    mode, policy = _allocation(ctx)
+    if policy == allocmode.DEVICE_PLUGIN:
+        ctx.log.out(
+            "--- Behavioral GPU allocation ---\nskipped (not applicable): configured GPU "
+            f"allocation policy is {policy} — whole GPUs are device-plugin-allocated, so the "
+            "full-GPU DRA behavioral subtest does not apply; DRA validated via driver health "
+            f"and validated ResourceSlices. {mode.dra_detail}"
+        )
+        return
+    if not mode.dra_usable:
+        ctx.log.out(
+            "--- Behavioral GPU allocation ---\nskipped (not applicable): full-GPU DRA not "
+            "enabled; behavioral allocation not applicable — DRA validated via driver health "
+            f"and validated ResourceSlices. {mode.dra_detail}"
+        )
+        return
     ctx.log.out(
         "--- allocation test ---\nResourceClaim gpu-claim allocated; pod gpu-alloc-test Succeeded"
+        f" on {mode.dra_nodes[0]}"
+    )
+
+
+def _allocation(ctx: CheckContext) -> tuple[allocmode.Mode, str]:
+    """Inspect the GPU allocation mode and verify the validation.yaml's policy against it,
+    evidence first (a mismatch still leaves both in the log)."""
+    mode = allocmode.detect(ctx.scenario)
+    policy = allocmode.policy_of(ctx.validation)
+    ctx.log.out(f"--- GPU allocation policy ---\nconfigured policy: {policy}")
+    ctx.log.out(f"--- GPU allocation mode ---\n{mode.summary()}")
+    try:
+        allocmode.verify(policy, mode)
+    except allocmode.PolicyMismatch as exc:
+        raise Fail("INVALID_REQUEST", str(exc)) from None
+    return mode, policy
+
+
+def _secure_accelerator_access(ctx: CheckContext) -> None:
+    """secure_access_check.go: VERIFY, then exercise the configured mechanism (unspecified:
+    whichever the cluster offers, DRA first)."""
+    mode, policy = _allocation(ctx)
+    dra = policy == allocmode.DRA_RESOURCE_CLAIM or (
+        policy == allocmode.UNSPECIFIED and mode.dra_usable
+    )
+    plugin = policy == allocmode.DEVICE_PLUGIN or (
+        policy == allocmode.UNSPECIFIED and mode.plugin_usable
+    )
+    if dra:
+        ctx.log.out(
+            "--- Secure access mode ---\nmode exercised: DRA (gpu.nvidia.com ResourceClaim)"
+        )
+        node = mode.dra_nodes[0]
+    elif plugin:
+        ctx.log.out(
+            "--- Secure access mode ---\nmode exercised: device plugin (nvidia.com/gpu limits)"
+        )
+        node = mode.plugin_nodes[0]
+    else:
+        raise Fail(
+            "SERVICE_UNAVAILABLE",
+            "no usable GPU allocation mechanism for the secure accelerator access test: "
+            f"{mode.dra_detail}; {mode.plugin_detail}",
+        )
+    ctx.log.out(
+        f"granted container: exactly one GPU visible on {node}; unauthorized container: no GPU "
+        "visible, exit 0"
     )
 
 
 def _accelerator_metrics(ctx: CheckContext) -> None:
     url = "http://nvidia-dcgm-exporter.gpu-operator.svc:9400/metrics"
     # The exporter is a DaemonSet on GPU nodes: without one the Service has no endpoint.
-    if not (ctx.scenario.dcgm_exporter and ctx.scenario.gpu_nodes()):
+    if not (ctx.scenario.dcgm_exporter and ctx.scenario.driver_gpu_nodes()):
         raise Fail(
             "SERVICE_UNAVAILABLE",
             f'failed to reach {url}: Get "{url}": dial tcp: lookup nvidia-dcgm-exporter.'
@@ -351,15 +421,104 @@ _NCCL_MATRIX = {
 }
 
 
+_NCCL_VARIANT = {
+    "nccl-all-reduce-bw": "default",
+    "nccl-all-reduce-bw-net": "NET",
+    "nccl-all-reduce-bw-nvls": "NVLS",
+}
+# knownBenchmarkProfiles: every "<accelerator>/<service>" of the compiled matrix.
+_PROFILES = sorted({f"{acc}/{svc}" for pairs in _NCCL_MATRIX.values() for svc, acc in pairs})
+_RUNTIME, _RUNTIME_REF, _PROFILE = (
+    "nccl-benchmark-runtime",
+    "nccl-benchmark-runtime-ref",
+    "nccl-benchmark-profile",
+)
+
+
+def _benchmark_runtime(ctx: CheckContext) -> str | None:
+    """resolveNCCLBenchmarkRuntime (nccl_benchmark_runtime.go): the recipe-supplied
+    TrainingRuntime the orchestrator lowered from its runtime ref, shape-checked; a ref that
+    arrives unresolved fails closed."""
+    for name in (_RUNTIME, _RUNTIME_REF):
+        count = sum(1 for c in ctx.constraints("performance") if c.get("name") == name)
+        if count > 1:
+            raise Fail("INVALID_REQUEST", f"declare at most one {name} constraint (found {count})")
+    carrier = (ctx.constraint(_RUNTIME, "performance") or "").strip()
+    if not carrier:
+        ref = (ctx.constraint(_RUNTIME_REF, "performance") or "").strip()
+        if ref:
+            raise Fail(
+                "INVALID_REQUEST",
+                f'{_RUNTIME_REF}="{ref}" reached the validator unresolved: the orchestrator must '
+                f"lower it into {_RUNTIME} before the pod runs",
+            )
+        return None
+    try:
+        runtime = yaml.safe_load(carrier)
+    except yaml.YAMLError as exc:
+        raise Fail("INVALID_REQUEST", f"invalid {_RUNTIME}: not parseable as YAML: {exc}") from None
+    runtime = runtime if isinstance(runtime, dict) else {}
+    api_version, kind = runtime.get("apiVersion", ""), runtime.get("kind", "")
+    if (api_version, kind) != ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"):
+        raise Fail(
+            "INVALID_REQUEST",
+            f"invalid {_RUNTIME}: must be a trainer.kubeflow.org/v1alpha1 TrainingRuntime "
+            f'(got apiVersion="{api_version}" kind="{kind}")',
+        )
+    jobs = ((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}
+    if not any(
+        isinstance(job, dict) and job.get("name") == "node"
+        for job in jobs.get("replicatedJobs") or ()
+    ):
+        raise Fail(
+            "INVALID_REQUEST",
+            f'invalid {_RUNTIME}: must declare a "node" replicatedJob '
+            "(spec.template.spec.replicatedJobs) — the NCCL worker cohort",
+        )
+    return carrier
+
+
+def _benchmark_profile(ctx: CheckContext) -> tuple[str, str] | None:
+    """resolveNCCLBenchmarkProfile: ``"<accelerator>/<service>"`` borrowing an embedded
+    template (normalised; malformed or unknown fails closed). The two error texts are inferred
+    from AICR's tests (nccl_benchmark_profile.go is not in the reference material)."""
+    raw = (ctx.constraint(_PROFILE, "performance") or "").strip()
+    if not raw:
+        return None
+    parts = [part.strip().lower() for part in raw.split("/")]
+    if len(parts) != 2 or not all(parts):
+        raise Fail(
+            "INVALID_REQUEST",
+            f'invalid {_PROFILE} "{raw}": must be "{{accelerator}}/{{service}}" (e.g. "gb200/eks")',
+        )
+    profile = "/".join(parts)
+    if profile not in _PROFILES:
+        raise Fail(
+            "INVALID_REQUEST",
+            f'unknown {_PROFILE} "{raw}"; available profiles: {", ".join(_PROFILES)}',
+        )
+    return parts[1], parts[0]
+
+
 def _nccl(ctx: CheckContext) -> None:
     threshold = ctx.constraint(ctx.check, "performance")
     if threshold is None:
         raise Skip(f"no {ctx.check} constraint in recipe")
-    criteria = ctx.criteria()
-    service, accelerator = criteria.get("service", ""), criteria.get("accelerator", "")
     supported = _NCCL_MATRIX[ctx.check]
-    if (service, accelerator) not in supported and ("any", accelerator) not in supported:
-        raise Skip("skipped - requires Service + Accelerator to be implemented")
+    if _benchmark_runtime(ctx) is not None:
+        # The recipe brings its own runtime: the compiled matrix is bypassed.
+        ctx.log.slog("INFO", "rendering the recipe-supplied benchmark runtime", constraint=_RUNTIME)
+    elif (profile := _benchmark_profile(ctx)) is not None:
+        if profile not in supported:
+            raise Skip(
+                f"skipped - benchmark profile {profile[1]}/{profile[0]} does not implement the "
+                f"{_NCCL_VARIANT[ctx.check]} NCCL variant"
+            )
+    else:
+        criteria = ctx.criteria()
+        service, accelerator = criteria.get("service", ""), criteria.get("accelerator", "")
+        if (service, accelerator) not in supported and ("any", accelerator) not in supported:
+            raise Skip("skipped - requires Service + Accelerator to be implemented")
     nodes = [node for node in ctx.scenario.gpu_nodes() if not node.unschedulable]
     if len(nodes) < 2:
         raise Fail(
@@ -394,6 +553,32 @@ def _nccl(ctx: CheckContext) -> None:
 def _inference_perf(ctx: CheckContext) -> None:
     if ctx.constraint("inference-throughput", "performance") is None:
         raise Skip("no inference-throughput constraint in recipe")
+    # inference_perf_constraint.go: VERIFY the policy, then discover worker nodes by it.
+    mode = allocmode.detect(ctx.scenario)
+    policy = allocmode.policy_of(ctx.validation)
+    ctx.log.out(f"--- GPU allocation policy ---\nconfigured policy: {policy}\n{mode.summary()}")
+    try:
+        allocmode.verify(policy, mode)
+    except allocmode.PolicyMismatch as exc:
+        raise Fail("INVALID_REQUEST", str(exc)) from None
+    if policy == allocmode.DRA_RESOURCE_CLAIM:
+        node, wiring = mode.dra_nodes[0], "DRA (gpu.nvidia.com ResourceClaimTemplate)"
+    elif mode.plugin_nodes:
+        node, wiring = mode.plugin_nodes[0], "device plugin (resources.limits nvidia.com/gpu)"
+    elif mode.dra_nodes:
+        raise Fail(
+            "INVALID_REQUEST",
+            f"no schedulable GPU node advertises scalar nvidia.com/gpu, but {len(mode.dra_nodes)} "
+            f"node(s) carry usable full-GPU DRA devices ({','.join(mode.dra_nodes)}) — a DRA-only "
+            "cluster is not supported by AICR validation without a recipe-configured "
+            "dra-resource-claim policy (experimental; see issue #1327)",
+        )
+    else:
+        raise Fail("INTERNAL", "no schedulable GPU nodes found")
+    ctx.log.out(
+        f"--- GPU allocation mode (worker GPU wiring) ---\n{mode.summary()}\nworker GPU wiring: "
+        f"{wiring} (node-local decision for {node})"
+    )
     ctx.log.out("RESULT: Inference throughput: 5120.40 tokens/sec")
     ctx.log.out("RESULT: Inference TTFT p99: 182.10 ms")
 
@@ -434,7 +619,7 @@ CHECKS: Mapping[str, Callable[[CheckContext], None]] = {
     "nccl-all-reduce-bw-nvls": _nccl,
     "inference-perf": _inference_perf,
     "gang-scheduling": _gpu_workload,
-    "secure-accelerator-access": _gpu_workload,
+    "secure-accelerator-access": _secure_accelerator_access,
     "robust-controller": _gpu_workload,
     "ai-service-metrics": _needs_component("kube-prometheus-stack", "AI service metrics"),
     "pod-autoscaling": _needs_component("prometheus-adapter", "custom-metrics pod autoscaling"),

@@ -88,6 +88,11 @@ class Scenario:
     gpu_operator_version: str | None = "v26.3.3"  # None: not installed
     gpu_operator_running: bool = True
     dra_driver_installed: bool = True
+    # How whole GPUs are advertised (AICR #1327): the GPU operator's device plugin (allocatable
+    # nvidia.com/gpu), and/or the DRA driver's gpu.nvidia.com DeviceClass + ResourceSlices
+    # (its resources.gpus.enabled=true). The driver's ComputeDomain slices exist either way.
+    device_plugin: bool = True
+    dra_full_gpu: bool = False
     resource_api_versions: tuple[str, ...] = ("v1", "v1beta2", "v1beta1")
     dcgm_exporter: bool = True
     # Installed components (Helm release name -> version): the versions AICR's catalog (main-08)
@@ -152,7 +157,12 @@ class Scenario:
     token: str = "sim-token-0123456789abcdef"
 
     def gpu_nodes(self) -> tuple[Node, ...]:
-        """Nodes that advertise allocatable ``nvidia.com/gpu`` (needs the operator running)."""
+        """Nodes that advertise allocatable ``nvidia.com/gpu`` (the operator's device plugin)."""
+        return self.driver_gpu_nodes() if self.device_plugin else ()
+
+    def driver_gpu_nodes(self) -> tuple[Node, ...]:
+        """GPU nodes whose driver the running GPU operator loaded, however GPUs are advertised
+        (DCGM and the DRA driver's ResourceSlices live there)."""
         if not (self.gpu_operator_version and self.gpu_operator_running):
             return ()
         return tuple(node for node in self.nodes if node.gpus > 0)
@@ -217,6 +227,22 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 dra_driver_installed=False,
                 resource_api_versions=(),
                 components=_without(HEALTHY.components, "nvidia-dra-driver-gpu"),
+            ),
+            replace(
+                HEALTHY,
+                name="dra-mode-h100-eks",
+                description="Whole GPUs through DRA only (AICR's experimental opt-in): the DRA "
+                "driver publishes gpu.nvidia.com ResourceSlices, the device plugin is off (no "
+                "allocatable nvidia.com/gpu)",
+                device_plugin=False,
+                dra_full_gpu=True,
+            ),
+            replace(
+                HEALTHY,
+                name="dual-advertised-h100-eks",
+                description="Both the device plugin and full-GPU DRA advertise the same GPUs "
+                "(the over-admission risk AICR warns about)",
+                dra_full_gpu=True,
             ),
             replace(
                 HEALTHY,

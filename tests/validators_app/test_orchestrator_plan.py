@@ -282,7 +282,9 @@ def test_preflight_refuses_unknown_or_misplaced_checks(catalog: list) -> None:
 
 
 def test_validation_input_carries_thresholds_and_components(recipe: dict) -> None:
-    doc = validation_input(recipe)
+    doc = validation_input(recipe, gpu_allocation_policy="device-plugin-extended-resource")
+    assert doc["gpuAllocationPolicy"] == "device-plugin-extended-resource"
+    assert "gpuAllocationPolicy" not in validation_input(recipe, gpu_allocation_policy="")
     assert doc["apiVersion"] == "validator.nvidia.com/v1alpha1"
     assert doc["kind"] == "ValidationInput"
     assert doc["config"]["performance"]["constraints"] == [

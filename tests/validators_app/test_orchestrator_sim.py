@@ -16,8 +16,9 @@ import yaml
 
 from evidence_app.attestation import redact_ctrf
 from evidence_app.verification.ctrf import parse_ctrf
+from recipes_app.resolver import read_tree
 from tests.k8s_sim import SCENARIOS, ApiFaults, Scenario, SimulatedCluster
-from tests.shared_data import EVIDENCE_EXAMPLE_BUNDLE, VALIDATOR_CATALOG
+from tests.shared_data import EVIDENCE_EXAMPLE_BUNDLE, RECIPES_TREE, VALIDATOR_CATALOG
 from validators_app import orchestrator
 from validators_app.orchestrator import (
     CheckOutcome,
@@ -34,6 +35,8 @@ from validators_app.orchestrator.connection import NOT_REACHABLE
 
 RECIPE = yaml.safe_load((EVIDENCE_EXAMPLE_BUNDLE / "recipe.yaml").read_text())
 CATALOG = yaml.safe_load(VALIDATOR_CATALOG.read_text())
+# The catalog the example recipe was resolved from: the values files its policy is read from.
+TREE = read_tree(RECIPES_TREE)
 RUN_ID = "20261201-101500-0123456789abcdef"
 # Few, quick retries; generous timeouts so a loaded CI machine is not mistaken for an outage.
 FAST = RetryPolicy(
@@ -95,8 +98,9 @@ def _api(cluster: SimulatedCluster, token: str | None = None) -> kubernetes.clie
 
 
 def _spec(run_id: str = RUN_ID, **over: Any) -> RunSpec:
+    fields: dict[str, Any] = {"catalog_files": TREE, **over}
     return RunSpec(
-        run_id=run_id, recipe=RECIPE, validator_catalog=CATALOG, aicr_version="v0.19.0", **over
+        run_id=run_id, recipe=RECIPE, validator_catalog=CATALOG, aicr_version="v0.19.0", **fields
     )
 
 

@@ -20,6 +20,7 @@ from recipes_app import resolver
 from tests.k8s_sim import CATALOG_CHECKS, SCENARIOS, Scenario
 from tests.k8s_sim.containers import run_agent, run_validator
 from tests.k8s_sim.snapshot import build_snapshot
+from validators_app.orchestrator import CatalogData, validation_document
 from validators_app.orchestrator.plan import validation_input
 from validators_app.orchestrator.readiness import check_readiness
 
@@ -40,8 +41,9 @@ def recipe(real_tree_files: dict[str, str]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def validation_yaml(recipe: Mapping[str, Any]) -> str:
-    return yaml.safe_dump(validation_input(recipe), sort_keys=False)
+def validation_yaml(recipe: Mapping[str, Any], real_tree_files: dict[str, str]) -> str:
+    document = validation_document(recipe, CatalogData(real_tree_files))
+    return yaml.safe_dump(document, sort_keys=False)
 
 
 def declared(recipe: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -253,7 +255,9 @@ def test_a_recipe_without_the_gpu_operator_skips_nvidia_smi_with_a_reason(
 ) -> None:
     without = dict(recipe)
     without["componentRefs"] = [r for r in recipe["componentRefs"] if r["name"] != "gpu-operator"]
-    doc = yaml.safe_dump(validation_input(without))
+    # A standalone ValidationInput (no policy): AICR's conversion refuses a recipe without an
+    # advertiser, but the container's own rule is what is tested here.
+    doc = yaml.safe_dump(validation_input(without, gpu_allocation_policy=""))
     run = run_validator(
         SCENARIOS["no-gpu-nodes"],
         check="check-nvidia-smi",

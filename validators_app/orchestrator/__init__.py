@@ -17,6 +17,9 @@ Public API:
 - ``check_readiness(recipe, snapshot) -> ReadinessFailure | None`` and
   ``evaluate_constraint(snapshot, name, value)``: AICR's readiness gate and operators (§3)
 - ``process_logs(log_bytes) -> (stdout, extra)``; ``merge_reports``/``to_bytes`` (CTRF, §6.7)
+- ``validation_document(recipe, CatalogData(files))``: the run's ``validation.yaml`` with the
+  GPU allocation policy resolved and a runtime ref lowered; ``InvalidRecipeInput`` (AICR's
+  message) when the recipe cannot run (``conversion``, ``allocation``, ``runtime_ref``)
 """
 
 from __future__ import annotations
@@ -25,19 +28,30 @@ import datetime as _dt
 import secrets as _secrets
 
 from .connection import test_connection
+from .conversion import CatalogData, validation_document
 from .ctrf import merge_reports, to_bytes
 from .images import resolve_image
 from .kube import RetryPolicy
 from .logs import process_logs
-from .model import PHASE_ORDER, CheckOutcome, ConnectionResult, RunHooks, RunOutcome, RunSpec
+from .model import (
+    PHASE_ORDER,
+    CheckOutcome,
+    ConnectionResult,
+    InvalidRecipeInput,
+    RunHooks,
+    RunOutcome,
+    RunSpec,
+)
 from .plan import job_name
 from .readiness import ReadinessFailure, check_readiness, evaluate_constraint
 from .run import run_validation
 
 __all__ = [
     "PHASE_ORDER",
+    "CatalogData",
     "CheckOutcome",
     "ConnectionResult",
+    "InvalidRecipeInput",
     "ReadinessFailure",
     "RetryPolicy",
     "RunHooks",
@@ -53,6 +67,7 @@ __all__ = [
     "run_validation",
     "test_connection",
     "to_bytes",
+    "validation_document",
 ]
 
 

@@ -37,6 +37,14 @@ class RunSpec:
     snapshot_timeout_s: float = 300
     snapshot_yaml: str | None = None  # resume: the snapshot an earlier attempt took
     completed: tuple[CheckOutcome, ...] = ()  # resume: checks an earlier attempt finished
+    # The recipe's catalog version (path -> text): AICR's DataProvider for the values files the
+    # allocation policy is resolved from and the runtime files a recipe's refs name (--data).
+    catalog_files: Mapping[str, str] | None = None
+
+
+class InvalidRecipeInput(ValueError):
+    """AICR's ``ErrCodeInvalidRequest`` while turning the recipe into its ValidationInput
+    (allocation policy, runtime ref): the run errors before any validator Job; AICR's text."""
 
 
 class RunHooks(Protocol):

@@ -421,8 +421,10 @@ _PHASE_KEYS = ("readiness", "deployment", "performance", "conformance")
 _PHASE_FIELDS = ("timeout", "constraints", "checks", "nodeSelection", "infrastructure")
 
 
-def validation_input(recipe: Mapping[str, Any]) -> dict[str, Any]:
-    """ToValidationInput: the document mounted at /data/validation/validation.yaml (§4.2).
+def validation_input(recipe: Mapping[str, Any], *, gpu_allocation_policy: str) -> dict[str, Any]:
+    """ToValidationInput: the document mounted at /data/validation/validation.yaml (§4.2),
+    with the policy ``allocation.resolve_gpu_allocation_policy`` resolved from the recipe
+    (``conversion.validation_document`` does both, and lowers a runtime ref).
 
     Go YAML readers ignore key order and unknown keys; empty fields are left out as the Go
     struct's ``omitempty`` tags do.
@@ -448,7 +450,6 @@ def validation_input(recipe: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("componentRefs", "criteria", "constraints"):
         if recipe.get(key):
             doc[key] = recipe[key]
-    policy = recipe.get("gpuAllocationPolicy") or ""
-    if policy:
-        doc["gpuAllocationPolicy"] = policy
+    if gpu_allocation_policy:
+        doc["gpuAllocationPolicy"] = gpu_allocation_policy
     return doc

@@ -22,6 +22,7 @@ from recipes_app.resolver.yamlload import overlong_number
 from recipes_app.resolver.yamlv3 import marshal_deterministic
 
 from . import agent, extract, plan
+from .conversion import CatalogData, validation_document
 from .ctrf import build_phase_report, merge_reports, phase_status, to_bytes
 from .images import default_agent_image
 from .kube import (
@@ -34,7 +35,7 @@ from .kube import (
     sleep_backoff,
 )
 from .logs import process_logs
-from .model import PHASE_ORDER, CheckOutcome, RunHooks, RunOutcome, RunSpec
+from .model import PHASE_ORDER, CheckOutcome, InvalidRecipeInput, RunHooks, RunOutcome, RunSpec
 from .readiness import check_readiness
 
 __all__ = ["run_validation"]
@@ -171,6 +172,12 @@ class _Run:
                 self._hook("snapshot_taken", snapshot_yaml)
             else:
                 snapshot = parse_snapshot(snapshot_yaml)
+            # ToValidationInputWithContext + resolveBenchmarkRuntimeRef come before readiness in
+            # AICR: a contradictory allocation configuration ends the run before any Job of it.
+            try:
+                validation = validation_document(spec.recipe, CatalogData(spec.catalog_files))
+            except InvalidRecipeInput as exc:
+                return RunOutcome("error", str(exc), snapshot_yaml)
             failure = check_readiness(spec.recipe, snapshot)
             if failure is not None:
                 return RunOutcome("error", failure.message, snapshot_yaml)
@@ -179,7 +186,7 @@ class _Run:
                 selected = {p: plan.select_checks(spec.recipe, entries, p) for p in phases}
             except plan.PreflightError as exc:
                 return RunOutcome("error", str(exc), snapshot_yaml)
-            self._prepare(snapshot)
+            self._prepare(snapshot, validation)
             reports = self._phase_loop(phases, selected)
             self._cleanup(strict=True)
         except _HookRaised:
@@ -351,7 +358,7 @@ class _Run:
 
     # --- §4 per-run objects ---------------------------------------------------------------
 
-    def _prepare(self, snapshot: Mapping[str, Any]) -> None:
+    def _prepare(self, snapshot: Mapping[str, Any], validation: Mapping[str, Any]) -> None:
         kube, ns, run_id = self.kube, self.ns, self.spec.run_id
         kube.apply("apply namespace", self._cluster_path("namespaces", ns), plan.namespace_body(ns))
         sa = plan.service_account_body(run_id, ns)
@@ -369,7 +376,7 @@ class _Run:
         )
         try:
             snapshot_text = marshal_deterministic(snapshot)
-            validation_text = marshal_deterministic(plan.validation_input(self.spec.recipe))
+            validation_text = marshal_deterministic(validation)
         except ValueError as exc:
             raise RunError(f"cannot serialize the run's data ConfigMaps: {exc}") from exc
         for name, key, text in (

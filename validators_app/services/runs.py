@@ -9,10 +9,12 @@ The lifecycle, and who moves it::
                               resumes at the check it was on, or, past VALIDATION_MAX_ATTEMPTS,
                               the run ends ``error`` saying why.
 
-* ``run_start`` validates the request, creates the run and one ``pending`` CheckRun per selected
-  declared check (phases in the user's order, checks in catalog order, as AICR runs them) and
-  enqueues ``tasks.run_execute`` after commit. At most one active run per cluster is a database
-  constraint, so two concurrent starts give one run and one ``RunStartError("conflict")``.
+* ``run_start`` validates the request (a recipe AICR's conversion refuses, e.g. a contradictory
+  GPU allocation configuration, is refused with AICR's message), creates the run and one
+  ``pending`` CheckRun per selected declared check (phases in the user's order, checks in
+  catalog order, as AICR runs them) and enqueues ``tasks.run_execute`` after commit. At most
+  one active run per cluster is a database constraint, so two concurrent starts give one run
+  and one ``RunStartError("conflict")``.
 * ``run_execute`` (on a ``validation`` worker) claims by conditional UPDATE and runs the
   orchestrator with ``DbRunHooks``. Every write a worker makes after its claim is fenced by the
   attempt it claimed: a worker presumed dead that comes back finds its claim gone
@@ -131,6 +133,26 @@ def validator_catalog(recipe: Recipe) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
+def recipe_document(recipe: Recipe) -> dict[str, Any]:
+    """The hydrated recipe the orchestrator runs (``Recipe.canonical_yaml``, parsed; libyaml's
+    loader: the pure-Python one takes ~90 ms for a recipe, and every run start reads one)."""
+    doc = yaml.load(recipe.canonical_yaml, Loader=yaml.CSafeLoader)
+    return doc if isinstance(doc, dict) else {}
+
+
+def recipe_input_problem(recipe: Recipe) -> str | None:
+    """AICR's reason this recipe can run on no cluster (a contradictory GPU allocation
+    configuration, an unresolvable runtime ref), or ``None``. The orchestrator applies the same
+    rule again before any validator Job, for runs queued before it held."""
+    try:
+        orchestrator.validation_document(
+            recipe_document(recipe), orchestrator.CatalogData(recipe.catalog.files or {})
+        )
+    except orchestrator.InvalidRecipeInput as exc:
+        return str(exc)
+    return None
+
+
 def planned_checks(
     recipe: Recipe, phases: Sequence[str], catalog: dict[str, Any]
 ) -> list[tuple[str, str]]:
@@ -169,6 +191,9 @@ def run_start(
         raise RunStartError(
             f"no recipe named {recipe_name[:200]!r} in the current catalog", field="recipe"
         )
+    problem = recipe_input_problem(recipe)
+    if problem is not None:
+        raise RunStartError(problem, field="recipe")
     checks = planned_checks(recipe, chosen, validator_catalog(recipe))
     now = timezone.now()
     try:
@@ -309,7 +334,6 @@ def _close_open_checks(run: ValidationRun, status: str) -> None:
 def spec_for(run: ValidationRun) -> orchestrator.RunSpec:
     """The orchestrator's input for ``run``; on a takeover, with the snapshot and the checks
     an earlier attempt finished, so it resumes at the check it was on."""
-    recipe_doc = yaml.safe_load(run.recipe.canonical_yaml)
     completed = tuple(
         _outcome_from(check)
         for check in run.checks.exclude(status__in=(CheckStatus.PENDING, CheckStatus.RUNNING))
@@ -318,7 +342,7 @@ def spec_for(run: ValidationRun) -> orchestrator.RunSpec:
     )
     return orchestrator.RunSpec(
         run_id=run.aicr_run_id,
-        recipe=recipe_doc if isinstance(recipe_doc, dict) else {},
+        recipe=recipe_document(run.recipe),
         validator_catalog=validator_catalog(run.recipe),
         phases=tuple(run.phases),
         aicr_version=run.aicr_version,
@@ -329,6 +353,7 @@ def spec_for(run: ValidationRun) -> orchestrator.RunSpec:
         snapshot_timeout_s=float(settings.VALIDATION_SNAPSHOT_TIMEOUT_SECONDS),
         snapshot_yaml=run.snapshot_yaml or None,
         completed=completed,
+        catalog_files=run.recipe.catalog.files or {},
     )
 
 
