@@ -119,3 +119,9 @@ def test_without_a_status_the_pod_specs_image_is_named_and_no_digest_guessed() -
     assert ran_image(None, "validator") == RanImage("", "")
     hostile = {"spec": {"containers": [{"name": "validator", "image": 7}]}, "status": {}}
     assert ran_image(hostile, "validator") == RanImage("", "")
+
+
+def test_a_status_image_with_control_characters_names_the_spec_image_instead() -> None:
+    for hostile in ("ghcr.io/x\x00y:1", "a\nb", "\x7f"):
+        pod = _pod([{"name": "validator", "image": hostile, "imageID": f"{REPO}@sha256:{HEX}"}])
+        assert ran_image(pod, "validator") == RanImage(f"{REPO}:v0.19.0", f"sha256:{HEX}")

@@ -7,6 +7,7 @@ branch of AICR's ``ExtractResult`` and ``HandleTimeout`` is testable without a c
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -92,6 +93,9 @@ def _validator_status(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return _container_status(pod, "validator")
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 @dataclass(frozen=True)
 class RanImage:
     image: str  # the reference the kubelet reports (``status.image``), else the pod spec's
@@ -105,7 +109,9 @@ def ran_image(pod: Mapping[str, Any] | None, container: str) -> RanImage:
         return RanImage("", "")
     status = _container_status(pod, container) or {}
     image = status.get("image")
-    if not isinstance(image, str) or not image:
+    # The cluster writes the status: text with control characters (NUL, newlines) names no
+    # image, so the reference the pod spec asked for is named instead.
+    if not isinstance(image, str) or not image or _CONTROL.search(image):
         spec = (pod.get("spec") or {}).get("containers") or ()
         named = [c for c in spec if isinstance(c, Mapping) and c.get("name") == container]
         image = named[0].get("image") if named else ""
