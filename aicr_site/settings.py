@@ -424,6 +424,9 @@ VALIDATION_RUN_TIME_LIMIT_SECONDS = int(
 # What the orchestrator emulates and where it runs (AICR's flags / environment variables):
 # "" = the recipe catalog's AICR version label.
 VALIDATION_AICR_VERSION = os.environ.get("VALIDATION_AICR_VERSION", "")
+# The AICR commit a `dev` (non-release) version was built from, as AICR_CLI_COMMIT: with it a
+# catalog's :latest validator images resolve to :sha-<commit> (AICR's rule) instead of :latest.
+VALIDATION_AICR_COMMIT = os.environ.get("VALIDATION_AICR_COMMIT", "")
 VALIDATION_NAMESPACE = os.environ.get("VALIDATION_NAMESPACE", "aicr-validation")
 VALIDATION_AGENT_IMAGE = os.environ.get("AICR_VALIDATOR_IMAGE", "")
 VALIDATION_IMAGE_REGISTRY = os.environ.get("AICR_VALIDATOR_IMAGE_REGISTRY", "")
@@ -431,6 +434,11 @@ VALIDATION_IMAGE_TAG = os.environ.get("AICR_VALIDATOR_IMAGE_TAG", "")
 VALIDATION_SNAPSHOT_TIMEOUT_SECONDS = float(
     os.environ.get("VALIDATION_SNAPSHOT_TIMEOUT_SECONDS", "300")
 )
+# Refuse a run whose agent or validator image may name other bytes tomorrow (not pinned by
+# digest nor a CI-frozen AICR tag, e.g. a `dev` catalog's :latest): it ends `error` before
+# anything is deployed. Off by default: every run records the digest each pod reported, so
+# its evidence names the exact images that ran even under a moving tag.
+VALIDATION_REFUSE_MUTABLE_IMAGES = env_bool("VALIDATION_REFUSE_MUTABLE_IMAGES", default=False)
 CELERY_BEAT_SCHEDULE = {
     "validation-runs-reaper": {
         "task": "validators_app.tasks.runs_reap",

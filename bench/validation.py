@@ -84,7 +84,7 @@ class TimingHooks:
         self.snapshot_at = 0.0
         self.first_check_at = 0.0
 
-    def snapshot_taken(self, snapshot_yaml: str) -> None:
+    def snapshot_taken(self, snapshot_yaml: str, agent_image: str, agent_digest: str) -> None:
         self.snapshot_at = time.perf_counter()
 
     def phase_started(self, phase: str) -> None:

@@ -104,6 +104,19 @@ class CheckStatus(models.TextChoices):
     OTHER = "other"
 
 
+def _image_field(help_text: str) -> models.CharField:
+    return models.CharField(max_length=512, blank=True, help_text=help_text)
+
+
+def _digest_field(reporter: str) -> models.CharField:
+    # "sha256:" + 64 hex, only as the kubelet reported it (orchestrator.images.repo_digest).
+    return models.CharField(
+        max_length=71,
+        blank=True,
+        help_text=f"sha256 repository digest {reporter} reported (imageID); blank = not reported.",
+    )
+
+
 class ValidationRunQuerySet(models.QuerySet["ValidationRun"]):
     def active(self) -> ValidationRunQuerySet:
         return self.filter(status__in=ACTIVE_RUN_STATUSES)
@@ -146,6 +159,8 @@ class ValidationRun(models.Model):
         max_length=100, help_text="The AICR version the run emulates (CTRF tool version, tags)."
     )
     snapshot_yaml = models.TextField(blank=True, help_text="The snapshot the agent took.")
+    agent_image = _image_field("The image the snapshot agent's pod ran.")
+    agent_image_digest = _digest_field("the agent's pod")
     # phase → the exact CTRF document AICR writes for it (UTF-8 text of Go's JSON bytes).
     phase_reports: models.JSONField[dict[str, str], dict[str, str]] = models.JSONField(
         default=dict, blank=True
@@ -231,6 +246,8 @@ class CheckRun(models.Model):
         default=dict, blank=True
     )
     job_name = models.CharField(max_length=63, blank=True)
+    image = _image_field("The image the validator container ran.")
+    image_digest = _digest_field("the pod")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

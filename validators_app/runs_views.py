@@ -23,7 +23,7 @@ from aicr_site.lib.htmx import HtmxHttpRequest, wants_partial
 from recipes_app.models import Recipe
 from validators_app.clusters_views import _refuse, can_manage
 from validators_app.models import CheckRun, CheckStatus, Cluster, RunStatus, ValidationRun
-from validators_app.services import runs
+from validators_app.services import run_images, runs
 
 PAGE_SIZE = 50
 LIVE_TARGET = "run-live"
@@ -94,6 +94,7 @@ def _detail_context(request: HtmxHttpRequest, run: ValidationRun) -> dict[str, A
     return {
         "run": run,
         "checks": checks,
+        "images": run_images.images_ran(run),
         "elapsed_s": elapsed,
         "poll_seconds": POLL_SECONDS,
         "counts": {s: sum(c.status == s for c in checks) for s in CheckStatus.values},

@@ -66,11 +66,14 @@ def split_image(image: str) -> tuple[str, str, str, str]:
     return "docker.io", path, tag, digest
 
 
-def _image(image: str) -> dict[str, Any]:
-    registry, repository, tag, digest = split_image(image)
+def _image(image: str, ran_digest: str, *, several: bool) -> dict[str, Any]:
+    """One container component; ``ran_digest`` (what the cluster ran) beats a pinned one, and
+    an image that ran under several digests (its tag moved mid-run) gets one per digest."""
+    registry, repository, tag, pinned = split_image(image)
+    digest = ran_digest or pinned
     name = f"{registry}/{repository}"
     return {
-        "bom-ref": f"img:{image}",
+        "bom-ref": f"img:{image}@{ran_digest}" if several else f"img:{image}",
         "type": "container",
         "name": name,
         "version": tag,
@@ -92,11 +95,14 @@ def synthesize_bom(
     aicr_version: str,
     timestamp: str,
     serial_number: str,
+    digests: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[bytes, int]:
     """The BOM bytes and its component count (AICR's ``predicate.bom.imageCount``).
 
     ``images``: the resolved validator images in catalog order, deduplicated.
     ``serial_number``: ``urn:uuid:<uuid4>`` (AICR draws a random one per bundle).
+    ``digests``: image → the repository digests its containers ran (``aicr:image:digest``);
+    an image missing there keeps the digest of its reference ("" for a tag), as AICR writes.
     """
     app = [_component(recipe_name, c) for c in sorted(components, key=lambda c: _text(c, "name"))]
     validators_ref = f"{recipe_name}/validators"
@@ -112,7 +118,12 @@ def synthesize_bom(
             ],
         }
     )
-    containers = [_image(image) for image in dict.fromkeys(images)]
+    ran = digests or {}
+    containers = [
+        _image(image, digest, several=len(ran.get(image) or ()) > 1)
+        for image in dict.fromkeys(images)
+        for digest in sorted(ran.get(image) or ("",))
+    ]
     bom = {
         "$schema": "http://cyclonedx.org/schema/bom-1.6.schema.json",
         "bomFormat": FORMAT,

@@ -97,6 +97,9 @@ class BundleInput:
     bom_serial: str  # urn:uuid:…
     redact: bool = True  # False = AICR's --full (demo data keeps its performance lines)
     predicate_type: str = PREDICATE_V1
+    # image → the sha256 repository digests the run's containers of it reported; an image not
+    # here (not run, or its runtime reported none) keeps AICR's empty digest.
+    image_digests: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,7 @@ def build_summary_bundle(inputs: BundleInput) -> SummaryBundleFiles:
         aicr_version=inputs.aicr_version,
         timestamp=attested_at,
         serial_number=inputs.bom_serial,
+        digests=inputs.image_digests,
     )
     try:
         snapshot_yaml = marshal_deterministic(snapshot).encode()
@@ -201,7 +205,9 @@ def build_summary_bundle(inputs: BundleInput) -> SummaryBundleFiles:
         "schemaVersion": SCHEMA_VERSION,
         "validatorCatalogVersion": inputs.validator_catalog_version,
         "validatorImages": [
-            {"digest": "", "image": image} for image in sorted(set(inputs.validator_images))
+            {"digest": digest, "image": image}
+            for image in sorted(set(inputs.validator_images))
+            for digest in sorted(inputs.image_digests.get(image) or ("",))
         ],
     }
     if inputs.redact:

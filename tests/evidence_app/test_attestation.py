@@ -279,3 +279,44 @@ def test_a_v3_bundle_names_the_v3_digest_and_verifies_against_its_recipe_yaml() 
     assert "profile" not in statement["predicate"]
     assert bundle.files["recipe.yaml"] == _golden("recipe.yaml")
     assert check_summary_files(bundle.files).recipe_digests is not None
+
+
+def test_the_digests_that_ran_fill_the_predicate_and_the_bom_and_nothing_else_changes() -> None:
+    """Only what AICR leaves empty changes: ``validatorImages[].digest`` and the BOM's
+    ``aicr:image:digest``; an image that ran under two digests (its tag moved between two
+    pods) is listed once per digest; an image that did not run keeps AICR's empty digest."""
+    deployment, performance, conformance = _example_input().validator_images
+    first, second = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+    plain = build_summary_bundle(_example_input())
+    bundle = build_summary_bundle(
+        _example_input(image_digests={deployment: (second, first), performance: (first,)})
+    )
+
+    predicate = json.loads(bundle.statement)["predicate"]
+    assert predicate["validatorImages"] == [
+        {"digest": "", "image": conformance},
+        {"digest": first, "image": deployment},
+        {"digest": second, "image": deployment},
+        {"digest": first, "image": performance},
+    ]
+    bom = json.loads(bundle.files["bom.cdx.json"])
+    containers = [c for c in bom["components"] if c["type"] == "container"]
+    digests = [
+        (
+            c["bom-ref"],
+            next(p["value"] for p in c["properties"] if p["name"] == "aicr:image:digest"),
+        )
+        for c in containers
+    ]
+    assert digests == [
+        (f"img:{deployment}@{first}", first),
+        (f"img:{deployment}@{second}", second),
+        (f"img:{performance}", first),
+        (f"img:{conformance}", ""),
+    ]
+    assert (
+        predicate["bom"]["imageCount"]
+        == json.loads(plain.statement)["predicate"]["bom"]["imageCount"] + 1
+    )
+    for name in ("recipe.yaml", "snapshot.yaml", *(f"ctrf/{p}.json" for p in PHASES)):
+        assert bundle.files[name] == plain.files[name], name  # the CTRF keeps AICR's bytes

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from . import containers
+from . import containers, images
 from .scenarios import Scenario
 from .selectors import set_based_match_labels
 from .snapshot import agent_node, node_labels, snapshot_yaml
@@ -220,7 +220,7 @@ class ControlPlane:
             pod["status"]["containerStatuses"] = [
                 {
                     "name": c["name"],
-                    "image": c["image"],
+                    "image": images.reported_image(self.scenario, c["image"]),
                     "imageID": "",
                     "ready": False,
                     "restartCount": 0,
@@ -292,15 +292,20 @@ class ControlPlane:
     ) -> None:
         def change(obj: dict[str, Any]) -> None:
             status = obj.setdefault("status", {})
+            spec_images = {c["name"]: c["image"] for c in obj["spec"]["containers"]}
+            runtime = self.scenario.container_runtime.split("://")[0]
             for container_status in status.get("containerStatuses") or []:
                 container_status["state"] = state
                 container_status["ready"] = ready
                 container_status["started"] = "running" in state
                 if "running" in state or "terminated" in state:
-                    container_status["imageID"] = (
-                        f"{container_status['image'].split(':')[0]}@sha256:" + "5" * 64
+                    # Known once the image is pulled and the container created; stable after.
+                    container_status["imageID"] = images.image_id(
+                        self.scenario, spec_images[container_status["name"]]
                     )
-                    container_status["containerID"] = "containerd://" + uuid.uuid4().hex * 2
+                    container_status.setdefault(
+                        "containerID", f"{runtime}://" + uuid.uuid4().hex * 2
+                    )
             if phase:
                 status["phase"] = phase
             status["conditions"] = [_condition("PodScheduled")] + (
@@ -478,7 +483,9 @@ class ControlPlane:
 
     def _write_snapshot(self, target: str, image: str) -> None:
         namespace, _, name = target.removeprefix("cm://").partition("/")
-        tag = image.rsplit(":", 1)[-1] if ":" in image.rsplit("/", 1)[-1] else "latest"
+        # The agent reports the version it was built as; here read from the tag, so a
+        # digest-pinned agent with no tag reports a dev build.
+        tag = images.split_reference(image)[1] or "latest"
         version = tag if tag.startswith("v") else "v0.0.0-" + tag
         body = self.scenario.snapshot_text
         if body is None:

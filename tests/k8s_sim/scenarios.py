@@ -85,6 +85,10 @@ class Scenario:
     )
     kernel: str = "6.8.0-1015-aws"
     container_runtime: str = "containerd://2.0.5"
+    # How the runtime writes containerStatuses[].imageID (k8s_sim.images.RUNTIME_FORMS) and the
+    # digests its registry serves per image reference (unlisted: derived from the reference).
+    image_id_form: str = "containerd"
+    image_digests: Mapping[str, str] = field(default_factory=dict)
     gpu_operator_version: str | None = "v26.3.3"  # None: not installed
     gpu_operator_running: bool = True
     dra_driver_installed: bool = True
@@ -329,6 +333,20 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 description="operator-health writes 3 MB of log: invalid UTF-8, over-long lines, "
                 "forged ##AICR-EXTRA## lines, HTML/script",
                 huge_logs=HugeLogs(),
+            ),
+            replace(
+                HEALTHY,
+                name="runtime-docker-pullable",
+                description="Nodes run cri-dockerd: imageID is docker-pullable://<repo>@sha256:…",
+                container_runtime="docker://25.0.5",
+                image_id_form="docker-pullable",
+            ),
+            replace(
+                HEALTHY,
+                name="runtime-config-id",
+                description="Images were loaded onto the nodes, not pulled: imageID is the bare "
+                "image config id sha256:…, no repository digest is reported",
+                image_id_form="config-id",
             ),
             replace(
                 HEALTHY,

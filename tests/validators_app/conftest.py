@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from cryptography.fernet import Fernet
 
@@ -31,3 +33,14 @@ def _no_cluster_test_throttle(monkeypatch: pytest.MonkeyPatch) -> None:
     from validators_app.throttles import ClusterTestThrottle
 
     monkeypatch.setattr(ClusterTestThrottle, "THROTTLE_RATES", {"cluster-test": None})
+
+
+@pytest.fixture
+def eager() -> Iterator[None]:
+    """Tasks run in this process even where REDIS_URL is set (CI)."""
+    from aicr_site.celery import app as celery_app
+
+    saved = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    yield
+    celery_app.conf.task_always_eager = saved

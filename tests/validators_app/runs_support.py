@@ -5,8 +5,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from tests.k8s_sim import SimulatedCluster
 from validators_app import orchestrator
-from validators_app.models import Cluster, Environment
+from validators_app.models import Cluster, Environment, ValidationRun
+from validators_app.services import clusters, runs
 
 RECIPE = "h100-eks-ubuntu-training-kubeflow"
 _names = itertools.count()
@@ -38,3 +40,20 @@ def outcome(
         extra={},
         job_name=f"aicr-{name}-00000000",
     )
+
+
+def run_on(
+    scenario: Any, captures: Any, phases: list[str] | None = None
+) -> tuple[ValidationRun, SimulatedCluster]:
+    """Register ``scenario``'s simulated cluster and run ``RECIPE`` on it through the service,
+    its task executed where ``captures`` (``django_capture_on_commit_callbacks``) runs it."""
+    with SimulatedCluster(scenario) as sim:
+        cluster = clusters.cluster_register(
+            name=f"sim-{sim.url.rsplit(':', 1)[-1]}",
+            kubeconfig_text=sim.kubeconfig,
+            environment="simulated",
+        )
+        with captures(execute=True):
+            run = runs.run_start(cluster=cluster, recipe_name=RECIPE, phases=phases)
+        run.refresh_from_db()
+        return run, sim

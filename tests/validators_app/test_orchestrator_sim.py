@@ -61,13 +61,15 @@ class Hooks:
         self.events: list[tuple[Any, ...]] = []
         self.finished: list[CheckOutcome] = []
         self.snapshot: str | None = None
+        self.agent: tuple[str, str] = ("", "")
         self.current = ""
         self.cancel_at = cancel_at
         self.lose_claim_at = lose_claim_at
         self.heartbeats = 0
 
-    def snapshot_taken(self, snapshot_yaml: str) -> None:
+    def snapshot_taken(self, snapshot_yaml: str, agent_image: str, agent_digest: str) -> None:
         self.snapshot = snapshot_yaml
+        self.agent = (agent_image, agent_digest)
         self.events.append(("snapshot",))
 
     def phase_started(self, phase: str) -> None:

@@ -10,18 +10,16 @@ The same path with a separate worker process, Redis and PostgreSQL is
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import pytest
 from django.test import Client
 
-from aicr_site.celery import app as celery_app
-from tests.k8s_sim import SCENARIOS, SimulatedCluster
-from tests.validators_app.runs_support import RECIPE
-from validators_app.models import CheckStatus, RunStatus, ValidationRun
-from validators_app.services import clusters, runs
+from tests.k8s_sim import SCENARIOS
+from tests.validators_app.runs_support import run_on
+from validators_app.models import CheckStatus, RunStatus
+from validators_app.services import runs
 
 pytestmark = pytest.mark.django_db
 
@@ -48,37 +46,15 @@ EXPECTED: dict[str, tuple[list[str] | None, str, str, tuple[str, ...]]] = {
     "huge-logs": (DEPLOYMENT, "passed", "", ()),
     "watch-drops": (DEPLOYMENT, "passed", "", ()),
     "api-429": (DEPLOYMENT, "passed", "", ()),
+    "runtime-docker-pullable": (DEPLOYMENT, "passed", "", ()),
+    "runtime-config-id": (DEPLOYMENT, "passed", "", ()),
 }
-
-
-@pytest.fixture
-def eager() -> Iterator[None]:
-    """Tasks run in this process even where REDIS_URL is set (CI)."""
-    saved = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = saved
 
 
 @pytest.fixture(autouse=True)
 def _no_publishing(monkeypatch: pytest.MonkeyPatch) -> None:
     # Publishing is EVIDENCE's (tests/validators_app/test_run_evidence.py, and the worker test).
     monkeypatch.setattr(runs, "run_publish", lambda run: run)
-
-
-def run_on(
-    scenario: Any, captures: Any, phases: list[str] | None = None
-) -> tuple[ValidationRun, SimulatedCluster]:
-    with SimulatedCluster(scenario) as sim:
-        cluster = clusters.cluster_register(
-            name=f"sim-{sim.url.rsplit(':', 1)[-1]}",
-            kubeconfig_text=sim.kubeconfig,
-            environment="simulated",
-        )
-        with captures(execute=True):
-            run = runs.run_start(cluster=cluster, recipe_name=RECIPE, phases=phases)
-        run.refresh_from_db()
-        return run, sim
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

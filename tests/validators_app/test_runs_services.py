@@ -148,7 +148,7 @@ def test_a_resumed_spec_carries_the_snapshot_and_the_finished_checks(
     run = _queued(django_capture_on_commit_callbacks, phases=["deployment"])
     claim = runs.run_claim(run_id=run.pk)
     hooks = runs.DbRunHooks(claim)
-    hooks.snapshot_taken("kind: Snapshot\n")
+    hooks.snapshot_taken("kind: Snapshot\n", "ghcr.io/nvidia/aicr:latest", "")
     done, in_flight = list(run.checks.all()[:2])
     hooks.check_started(done.phase, done.name, "aicr-a")
     hooks.check_finished(outcome(done.phase, done.name, "failed", message="[NOT_FOUND] x"))

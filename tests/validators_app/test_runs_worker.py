@@ -37,8 +37,9 @@ from tests.evidence_app.test_tasks_worker import (
     _reset_connections,
 )
 from tests.k8s_sim import SCENARIOS, SimulatedCluster
+from tests.k8s_sim.images import digest_of
 from tests.validators_app.runs_support import RECIPE
-from validators_app.models import CheckStatus, Cluster, RunStatus, ValidationRun
+from validators_app.models import PHASES, CheckStatus, Cluster, RunStatus, ValidationRun
 from validators_app.services import clusters, runs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -219,6 +220,17 @@ def test_scenarios_on_a_real_worker_end_as_aicr_predicts_and_publish(
     evidence = Evidence.objects.get(pk=passed.evidence_id)
     assert evidence.is_simulated
     assert evidence.verdict == "verified"
+    # Every check and the agent recorded the digest the simulated registry served, and the
+    # evidence lists it for each of the three validator images (all three phases ran).
+    healthy_scenario = SCENARIOS["healthy-h100-eks"]
+    checks = list(passed.checks.all())
+    assert {c.image for c in checks} == {
+        f"ghcr.io/nvidia/aicr-validators/{phase}:latest" for phase in PHASES
+    }
+    assert all(c.image_digest == digest_of(healthy_scenario, c.image) for c in checks)
+    assert passed.agent_image_digest == digest_of(healthy_scenario, passed.agent_image)
+    listed = evidence.predicate["validatorImages"]
+    assert {i["image"]: i["digest"] for i in listed} == {c.image: c.image_digest for c in checks}
     assert started["gpu-operator-too-old"].evidence is not None
     error = started["readiness-old-kernel"]
     assert error.error.startswith("readiness check failed:")
@@ -274,6 +286,10 @@ def test_a_killed_worker_is_replaced_and_the_run_resumes_at_its_check(
         assert all(count == 1 for job, count in created.jobs.items() if job != "aicr-validate")
     stored = list(run.checks.order_by("position").values_list("name", "status"))
     assert all(status == CheckStatus.PASSED for _, status in stored)
+    # The digests survive the takeover: the agent's (stored with the snapshot by the first
+    # worker, which the second did not retake) and each check's, whichever worker read it.
+    assert run.agent_image_digest == digest_of(scenario, run.agent_image)
+    assert all(c.image_digest == digest_of(scenario, c.image) for c in run.checks.all())
     ctrf_names = [t["name"] for t in json.loads(bytes(run.ctrf))["results"]["tests"]]
     assert ctrf_names == [name for name, _ in stored]  # each check once, in order
 

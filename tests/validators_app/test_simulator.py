@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -24,6 +25,7 @@ from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from tests.k8s_sim import SCENARIOS, ApiFaults, Scenario, SimulatedCluster, WatchFaults
+from tests.k8s_sim.images import digest_of, normalized
 
 NS = "aicr-validation"
 RUN_ID = "20260819-101500-0123456789abcdef"
@@ -507,6 +509,13 @@ def test_it_gives_kubectl_the_same_answers_as_the_python_client(tmp_path: Path) 
             "0/1",
             "Completed",
         ]
+        # client-go reads the runtime's image report as the python client does
+        image_id = kubectl(
+            "get", "pod", "-n", NS, pod.metadata.name,
+            "-o", "jsonpath={.status.containerStatuses[0].imageID}",
+        )  # fmt: skip
+        assert image_id == pod.status.container_statuses[0].image_id
+        assert image_id.startswith("ghcr.io/nvidia/aicr-validators/deployment@sha256:")
         via_kubectl = kubectl("logs", "-n", NS, f"job/{job.metadata.name}", "-c", "validator")
         via_python = core.read_namespaced_pod_log(pod.metadata.name, NS, container="validator")
         assert via_kubectl == via_python
@@ -874,3 +883,127 @@ def test_a_bug_in_the_simulator_fails_the_test_instead_of_passing_as_a_cluster_f
             client.VersionApi(api_for(cluster)).get_code()
         assert answered.value.status == 500
         assert "simulator bug" in yaml.safe_load(answered.value.body)["message"]
+
+
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+DEPLOYMENT_IMAGE = "ghcr.io/nvidia/aicr-validators/deployment:v0.19.0"
+
+
+def _validator_status(pod: client.V1Pod | None) -> client.V1ContainerStatus:
+    assert pod is not None
+    (status,) = [s for s in pod.status.container_statuses if s.name == "validator"]
+    return status
+
+
+@pytest.mark.parametrize(
+    ("scenario", "image_id", "container_id"),
+    [
+        # containerd / CRI-O: <repository>@sha256:<digest the registry served>
+        ("healthy-h100-eks", "ghcr.io/nvidia/aicr-validators/deployment@{digest}", "containerd://"),
+        (
+            "runtime-docker-pullable",
+            "docker-pullable://ghcr.io/nvidia/aicr-validators/deployment@{digest}",
+            "docker://",
+        ),
+    ],
+)
+def test_a_started_container_reports_its_image_and_repository_digest(
+    scenario: str, image_id: str, container_id: str
+) -> None:
+    sim = SCENARIOS[scenario]
+    with SimulatedCluster(sim) as cluster:
+        api = api_for(cluster)
+        prepare_run(api)
+        _, pod, _ = run_check(api, "operator-health")
+        _, again, _ = run_check(api, "check-nvidia-smi")  # the same image, another pod
+    status = _validator_status(pod)
+    digest = digest_of(sim, DEPLOYMENT_IMAGE)
+    assert DIGEST.match(digest)
+    assert status.image == DEPLOYMENT_IMAGE
+    assert status.image_id == image_id.format(digest=digest)
+    assert status.container_id.startswith(container_id)
+    assert _validator_status(again).image_id == status.image_id  # deterministic per reference
+    assert _validator_status(again).container_id != status.container_id
+
+
+def test_a_node_loaded_image_reports_only_its_config_id() -> None:
+    sim = SCENARIOS["runtime-config-id"]
+    with SimulatedCluster(sim) as cluster:
+        api = api_for(cluster)
+        prepare_run(api)
+        _, pod, _ = run_check(api, "operator-health")
+    image_id = _validator_status(pod).image_id
+    assert DIGEST.match(image_id)  # "sha256:<hex>" with no repository ...
+    assert image_id != digest_of(sim, DEPLOYMENT_IMAGE)  # ... and not the registry's digest
+
+
+def test_each_reference_has_its_own_digest_and_a_pinned_one_runs_exactly_that() -> None:
+    moved = "sha256:" + "ab" * 32
+    sim = dataclasses.replace(
+        SCENARIOS["healthy-h100-eks"], image_digests={DEPLOYMENT_IMAGE: moved}
+    )
+    pinned = "sha256:" + "cd" * 32
+    with SimulatedCluster(sim) as cluster:
+        api = api_for(cluster)
+        prepare_run(api)
+        _, tagged, _ = run_check(api, "operator-health")
+        _, other, _ = run_check(api, "nccl-all-reduce-bw", phase="performance", deadline=900)
+        batch = client.BatchV1Api(api)
+        job = validator_job("expected-resources", deadline=480)
+        job["spec"]["template"]["spec"]["containers"][0]["image"] = (
+            f"ghcr.io/nvidia/aicr-validators/deployment@{pinned}"
+        )
+        applied = batch.create_namespaced_job(NS, job)
+        wait_terminal(api, applied.metadata.name, applied.metadata.resource_version)
+        (by_digest,) = (
+            client.CoreV1Api(api)
+            .list_namespaced_pod(
+                NS, label_selector=f"batch.kubernetes.io/job-name={applied.metadata.name}"
+            )
+            .items
+        )
+    assert _validator_status(tagged).image_id.endswith(f"@{moved}")  # the scenario's table
+    performance = _validator_status(other).image_id
+    assert performance.startswith("ghcr.io/nvidia/aicr-validators/performance@sha256:")
+    assert performance.rsplit("@", 1)[1] not in (moved, pinned)
+    assert _validator_status(by_digest).image_id == (
+        f"ghcr.io/nvidia/aicr-validators/deployment@{pinned}"
+    )
+
+
+def test_a_container_not_yet_started_has_no_image_id(healthy: SimulatedCluster) -> None:
+    api = api_for(healthy)
+    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+    core.patch_namespace(
+        NS, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}, **APPLY
+    )
+    core.patch_namespaced_service_account(
+        SA, NS, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SA}}, **APPLY
+    )
+    job = batch.create_namespaced_job(NS, validator_job("operator-health"))  # no data ConfigMaps
+    selector = f"batch.kubernetes.io/job-name={job.metadata.name}"
+    deadline = time.monotonic() + 10
+    pods: list[client.V1Pod] = []
+    while not pods and time.monotonic() < deadline:
+        pods = core.list_namespaced_pod(NS, label_selector=selector).items
+        time.sleep(0.01)
+    (pod,) = pods
+    status = _validator_status(pod)
+    assert status.state.waiting.reason == "ContainerCreating"
+    assert (status.image, status.image_id, status.container_id) == (DEPLOYMENT_IMAGE, "", None)
+
+
+@pytest.mark.parametrize(
+    ("image", "reported"),
+    [
+        ("busybox", "docker.io/library/busybox:latest"),
+        ("library/busybox:1.36", "docker.io/library/busybox:1.36"),
+        ("localhost:5000/aicr/x:v1", "localhost:5000/aicr/x:v1"),
+        (DEPLOYMENT_IMAGE, DEPLOYMENT_IMAGE),
+        (f"{DEPLOYMENT_IMAGE.split(':')[0]}@sha256:{'ef' * 32}", None),  # unchanged
+    ],
+)
+def test_containerd_normalizes_short_names_as_the_real_runtime_does(
+    image: str, reported: str | None
+) -> None:
+    assert normalized(image) == (reported or image)

@@ -34,7 +34,7 @@ from evidence_app.api.serializers import ErrorSerializer
 from evidence_app.auth import HasRole
 from evidence_app.models import Role
 from validators_app.models import CheckRun, Cluster, RunStatus, ValidationRun
-from validators_app.services import runs
+from validators_app.services import run_images, runs
 
 TAGS = ["runs"]
 CONFLICT_HEADER = "X-Active-Run"
@@ -67,6 +67,21 @@ class CheckRunSerializer(serializers.ModelSerializer):
         fields = ["name", "phase", "status", "message", "duration_ms", "exit_code", "job_name"]
 
 
+class ImageRanSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=["agent", "validator"])
+    phase = serializers.CharField(help_text='The phase; "snapshot" for the agent.')
+    check = serializers.CharField(allow_blank=True, help_text='The check; "" for the agent.')
+    image = serializers.CharField(help_text="The image reference the kubelet reported.")
+    digest = serializers.CharField(
+        allow_blank=True,
+        help_text='sha256 repository digest from the pod\'s imageID; "" = the runtime reported '
+        "none (never started, or a node-loaded image): not reported, never guessed.",
+    )
+    mutable = serializers.BooleanField(
+        help_text="AICR's rule: the reference is not digest-pinned nor a CI-frozen AICR tag."
+    )
+
+
 class ClusterRefSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
@@ -79,6 +94,7 @@ class RunSerializer(serializers.ModelSerializer):
     cluster = serializers.SerializerMethodField()
     recipe = serializers.CharField(source="recipe.name")
     checks = CheckRunSerializer(many=True, read_only=True)
+    images = serializers.SerializerMethodField()
     evidence = serializers.SerializerMethodField()
     ctrf_url = serializers.SerializerMethodField()
     url = serializers.SerializerMethodField()
@@ -100,6 +116,7 @@ class RunSerializer(serializers.ModelSerializer):
             "cancel_requested",
             "attempts",
             "checks",
+            "images",
             "evidence",
             "publish_error",
             "ctrf_url",
@@ -112,6 +129,10 @@ class RunSerializer(serializers.ModelSerializer):
     def get_cluster(self, run: ValidationRun) -> dict[str, Any]:
         cluster = run.cluster
         return {"id": cluster.pk, "name": cluster.name, "environment": cluster.environment}
+
+    @extend_schema_field(ImageRanSerializer(many=True))
+    def get_images(self, run: ValidationRun) -> list[dict[str, Any]]:
+        return list(ImageRanSerializer(run_images.images_ran(run), many=True).data)
 
     # Inline (not a $ref under allOf): validators of OpenAPI 3.0 ignore "nullable" there.
     @extend_schema_field(

@@ -7,16 +7,19 @@ branch of AICR's ``ExtractResult`` and ``HandleTimeout`` is testable without a c
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .ctrf import exit_code_status
+from .images import repo_digest
 from .logs import cap_message, process_logs
 from .model import CheckOutcome
 from .plan import go_duration
 
 __all__ = [
+    "RanImage",
     "Verdict",
     "after_timeout",
     "failed_condition",
@@ -24,6 +27,7 @@ __all__ = [
     "is_terminal",
     "outcome",
     "pick_pod",
+    "ran_image",
 ]
 
 
@@ -78,11 +82,41 @@ def pick_pod(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
-def _validator_status(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def _container_status(pod: Mapping[str, Any], container: str) -> Mapping[str, Any] | None:
     for status in (pod.get("status") or {}).get("containerStatuses") or ():
-        if isinstance(status, Mapping) and status.get("name") == "validator":
+        if isinstance(status, Mapping) and status.get("name") == container:
             return status
     return None
+
+
+def _validator_status(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    return _container_status(pod, "validator")
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class RanImage:
+    image: str  # the reference the kubelet reports (``status.image``), else the pod spec's
+    digest: str  # ``sha256:<64 hex>`` from ``status.imageID``; "" = not reported
+
+
+def ran_image(pod: Mapping[str, Any] | None, container: str) -> RanImage:
+    """The image ``container`` of ``pod`` ran and its repository digest, as the kubelet reports
+    them; a container that never started has an image but no digest."""
+    if pod is None:
+        return RanImage("", "")
+    status = _container_status(pod, container) or {}
+    image = status.get("image")
+    # The cluster writes the status: text with control characters (NUL, newlines) names no
+    # image, so the reference the pod spec asked for is named instead.
+    if not isinstance(image, str) or not image or _CONTROL.search(image):
+        spec = (pod.get("spec") or {}).get("containers") or ()
+        named = [c for c in spec if isinstance(c, Mapping) and c.get("name") == container]
+        image = named[0].get("image") if named else ""
+        image = image if isinstance(image, str) else ""
+    return RanImage(image[:512], repo_digest(status.get("imageID")))
 
 
 def _terminated(term: Mapping[str, Any]) -> Verdict:
@@ -146,8 +180,16 @@ def after_timeout(pod: Mapping[str, Any] | None, fallback: str) -> Verdict:
     return Verdict(-1, fallback, 0, read_logs=True)
 
 
-def outcome(phase: str, check: str, job_name: str, verdict: Verdict, logs: bytes) -> CheckOutcome:
+def outcome(
+    phase: str,
+    check: str,
+    job_name: str,
+    verdict: Verdict,
+    logs: bytes,
+    ran: RanImage | None = None,
+) -> CheckOutcome:
     stdout, extra = process_logs(logs)
+    ran = ran or RanImage("", "")
     return CheckOutcome(
         phase=phase,
         name=check,
@@ -158,4 +200,6 @@ def outcome(phase: str, check: str, job_name: str, verdict: Verdict, logs: bytes
         stdout=stdout,
         extra=extra,
         job_name=job_name,
+        image=ran.image,
+        image_digest=ran.digest,
     )

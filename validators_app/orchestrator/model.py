@@ -20,6 +20,10 @@ class CheckOutcome:
     stdout: tuple[str, ...]  # processed log lines (last 1000, 512-byte cut), as in the CTRF
     extra: Mapping[str, str]  # the last valid ##AICR-EXTRA## object
     job_name: str
+    # What the kubelet reports the ``validator`` container ran: the image reference and its
+    # ``sha256:`` repository digest ("" = the runtime reported none, e.g. it never started).
+    image: str = ""
+    image_digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,9 @@ class RunSpec:
     image_registry: str = ""  # AICR_VALIDATOR_IMAGE_REGISTRY (mirrors)
     image_tag: str = ""  # AICR_VALIDATOR_IMAGE_TAG
     snapshot_timeout_s: float = 300
+    # Refuse, before anything is deployed, an agent or validator image that may name other
+    # bytes tomorrow (``images.is_mutable``: not digest-pinned nor a CI-frozen AICR tag).
+    refuse_mutable_images: bool = False
     snapshot_yaml: str | None = None  # resume: the snapshot an earlier attempt took
     completed: tuple[CheckOutcome, ...] = ()  # resume: checks an earlier attempt finished
     # The recipe's catalog version (path -> text): AICR's DataProvider for the values files the
@@ -50,7 +57,7 @@ class InvalidRecipeInput(ValueError):
 class RunHooks(Protocol):
     """Called on the worker thread, in order; heartbeat/cancel_requested while waiting."""
 
-    def snapshot_taken(self, snapshot_yaml: str) -> None: ...
+    def snapshot_taken(self, snapshot_yaml: str, agent_image: str, agent_digest: str) -> None: ...
     def phase_started(self, phase: str) -> None: ...
     def check_started(self, phase: str, name: str, job_name: str) -> None: ...
     def check_finished(self, outcome: CheckOutcome) -> None: ...
@@ -66,6 +73,10 @@ class RunOutcome:
     phase_reports: Mapping[str, bytes] = field(default_factory=dict)  # phase -> ctrf/<phase>.json
     merged_report: bytes | None = None  # MergeReports("aicr", ...) bytes; None on error/cancel
     checks: tuple[CheckOutcome, ...] = ()
+    # The snapshot agent's image and digest as its pod reported them; "" on a resumed run
+    # (the agent ran in an earlier attempt, whose hook recorded them).
+    agent_image: str = ""
+    agent_image_digest: str = ""
 
 
 @dataclass(frozen=True)

@@ -191,6 +191,16 @@ class ImageSettings:
     registry: str = ""
     tag: str = ""
 
+    def resolve(self, image: str) -> str:
+        """``image`` as a Job of this run names it (``images.resolve_image``)."""
+        return resolve_image(
+            image,
+            aicr_version=self.version,
+            aicr_commit=self.commit,
+            image_registry=self.registry,
+            image_tag=self.tag,
+        )
+
 
 def _affinity(entry: CatalogEntry, recipe: Mapping[str, Any]) -> dict[str, Any]:
     affinity: dict[str, Any] = {

@@ -24,7 +24,7 @@ from recipes_app.resolver.yamlv3 import marshal_deterministic
 from . import agent, extract, plan
 from .conversion import CatalogData, validation_document
 from .ctrf import build_phase_report, merge_reports, phase_status, to_bytes
-from .images import default_agent_image
+from .images import default_agent_image, is_mutable
 from .kube import (
     AlreadyExists,
     ApiUnavailable,
@@ -130,6 +130,7 @@ class _Run:
         )
         self.resuming = spec.snapshot_yaml is not None or bool(spec.completed)
         self.checks: list[CheckOutcome] = []
+        self.agent = extract.RanImage("", "")  # stays empty when an earlier attempt took it
         self.prepared = False
 
     # --- paths ------------------------------------------------------------------------------
@@ -165,11 +166,12 @@ class _Run:
                 raise RunError(f"invalid run ID {spec.run_id!r}: want YYYYMMDD-HHMMSS-<16 hex>")
             phases = self._phases()
             if snapshot_yaml is None:
-                taken = self._take_snapshot()
+                self._refuse_mutable({"snapshot agent": self._agent_image()})
+                taken, self.agent = self._take_snapshot()
                 # A cluster wrote it: refused (bomb, NUL, size) before any hook stores it.
                 snapshot = parse_snapshot(taken)
                 snapshot_yaml = taken
-                self._hook("snapshot_taken", snapshot_yaml)
+                self._hook("snapshot_taken", snapshot_yaml, self.agent.image, self.agent.digest)
             else:
                 snapshot = parse_snapshot(snapshot_yaml)
             # ToValidationInputWithContext + resolveBenchmarkRuntimeRef come before readiness in
@@ -186,6 +188,9 @@ class _Run:
                 selected = {p: plan.select_checks(spec.recipe, entries, p) for p in phases}
             except plan.PreflightError as exc:
                 return RunOutcome("error", str(exc), snapshot_yaml)
+            self._refuse_mutable(
+                {e.name: self.images.resolve(e.image) for p in phases for e in selected[p]}
+            )
             self._prepare(snapshot, validation)
             reports = self._phase_loop(phases, selected)
             self._cleanup(strict=True)
@@ -212,6 +217,8 @@ class _Run:
             phase_bytes,
             merged,
             tuple(self.checks),
+            agent_image=self.agent.image,
+            agent_image_digest=self.agent.digest,
         )
 
     def _phases(self) -> tuple[str, ...]:
@@ -229,6 +236,22 @@ class _Run:
         except Exception as exc:
             raise _HookRaised(name) from exc
 
+    def _agent_image(self) -> str:
+        return self.spec.agent_image or default_agent_image(self.spec.aicr_version)
+
+    def _refuse_mutable(self, images: Mapping[str, str]) -> None:
+        """RunError naming every mutable image when the spec refuses them (nothing deployed)."""
+        if not self.spec.refuse_mutable_images:
+            return
+        mutable = [f"{who}: {image}" for who, image in images.items() if is_mutable(image)]
+        if mutable:
+            raise RunError(
+                "mutable images refused (VALIDATION_REFUSE_MUTABLE_IMAGES): "
+                + "; ".join(mutable)
+                + " — pin them by digest (AICR_VALIDATOR_IMAGE / the catalog) or run an AICR "
+                "release, whose images carry frozen tags"
+            )
+
     def _check_cancel(self) -> None:
         self._hook("heartbeat")
         if self._hook("cancel_requested"):
@@ -242,7 +265,8 @@ class _Run:
         except AlreadyExists:
             self.kube.replace(what, f"{collection}/{body['metadata']['name']}", body)
 
-    def _take_snapshot(self) -> str:
+    def _take_snapshot(self) -> tuple[str, extract.RanImage]:
+        """The agent's snapshot YAML and the image its ``aicr`` container ran."""
         kube, ns = self.kube, self.ns
         try:
             kube.create("create namespace", self._cluster_path("namespaces"), {
@@ -282,7 +306,7 @@ class _Run:
                 limit="1",
             )
             selector = {"nvidia.com/gpu.present": "true"} if gpu_nodes.get("items") else {}
-            image = self.spec.agent_image or default_agent_image(self.spec.aicr_version)
+            image = self._agent_image()
             kube.create("create agent job", self._ns_path("jobs"), agent.job(ns, image, selector))
             try:
                 job = self._wait_job(agent.AGENT_JOB, self.spec.snapshot_timeout_s)
@@ -298,6 +322,7 @@ class _Run:
                     f"snapshot agent Job {agent.AGENT_JOB} failed ({reason}): {detail}"
                     + self._agent_log_tail()
                 )
+            ran = self._agent_ran(image)
             cm = kube.get("read snapshot", self._ns_path("configmaps", agent.SNAPSHOT_CONFIGMAP))
             text = ((cm or {}).get("data") or {}).get("snapshot.yaml")
             if not isinstance(text, str) or not text.strip():
@@ -311,16 +336,31 @@ class _Run:
             self._agent_cleanup()
             raise
         self._agent_cleanup()
-        return text
+        return text, ran
+
+    def _agent_ran(self, image: str) -> extract.RanImage:
+        """The agent pod's image and digest, read before the cleanup deletes the pod (its
+        status is the only record of what the runtime pulled for a tag). Best effort: AICR
+        reads no agent pod on success, so a failed read leaves the digest "not reported" and
+        the run goes on."""
+        try:
+            ran = extract.ran_image(self._agent_pod(), "aicr")
+        except KubeError as exc:
+            log.warning("reading the agent pod's image digest failed: %s", exc)
+            ran = extract.RanImage("", "")
+        return ran if ran.image else extract.RanImage(image, "")
+
+    def _agent_pod(self) -> dict[str, Any] | None:
+        pods = self.kube.list(
+            "list agent pods",
+            self._ns_path("pods"),
+            label=f"batch.kubernetes.io/job-name={agent.AGENT_JOB}",
+        )
+        return extract.pick_pod(pods.get("items") or [])
 
     def _agent_log_tail(self) -> str:
         try:
-            pods = self.kube.list(
-                "list agent pods",
-                self._ns_path("pods"),
-                label=f"batch.kubernetes.io/job-name={agent.AGENT_JOB}",
-            )
-            pod = extract.pick_pod(pods.get("items") or [])
+            pod = self._agent_pod()
             if pod is None:
                 return ""
             lines, _ = process_logs(
@@ -569,14 +609,16 @@ class _Run:
         pod = self._find_pod(name)
         verdict = extract.from_pod(pod, job, job_name=name, deadline_s=entry.deadline_s)
         logs = self._read_log(pod) if pod is not None and verdict.read_logs else b""
-        return extract.outcome(entry.phase, entry.name, name, verdict, logs)
+        ran = extract.ran_image(pod, "validator")
+        return extract.outcome(entry.phase, entry.name, name, verdict, logs, ran)
 
     def _handle_timeout(self, entry: plan.CatalogEntry, name: str, fallback: str) -> CheckOutcome:
         """HandleTimeout (§6.4): read what exists; the real exit code if it did terminate."""
         pod = self._find_pod(name)
         verdict = extract.after_timeout(pod, fallback)
         logs = self._read_log(pod) if pod is not None else b""
-        return extract.outcome(entry.phase, entry.name, name, verdict, logs)
+        ran = extract.ran_image(pod, "validator")
+        return extract.outcome(entry.phase, entry.name, name, verdict, logs, ran)
 
     def _delete_job(self, name: str) -> None:
         """Delete the Job (Foreground) and wait ≤60 s for its pod to go (a warning otherwise)."""

@@ -59,21 +59,47 @@ class PublishError(RuntimeError):
     """The run could not become evidence; the message says why (shown on the run)."""
 
 
-def validator_images(catalog: dict[str, Any], *, aicr_version: str) -> list[str]:
-    """Every catalog image once, in catalog order, resolved as the run's Jobs used them."""
-    images = []
+def _catalog_images(catalog: dict[str, Any], *, aicr_version: str) -> list[tuple[str, str, str]]:
+    """``(phase, check, image)`` per catalog entry, the image resolved as the run's Jobs used it."""
+    resolved = []
     for entry in catalog.get("validators") or []:
         image = entry.get("image") if isinstance(entry, dict) else None
         if isinstance(image, str) and image:
-            images.append(
-                resolve_image(
-                    image,
-                    aicr_version=aicr_version,
-                    image_registry=settings.VALIDATION_IMAGE_REGISTRY,
-                    image_tag=settings.VALIDATION_IMAGE_TAG,
-                )
+            image = resolve_image(
+                image,
+                aicr_version=aicr_version,
+                aicr_commit=settings.VALIDATION_AICR_COMMIT,
+                image_registry=settings.VALIDATION_IMAGE_REGISTRY,
+                image_tag=settings.VALIDATION_IMAGE_TAG,
             )
-    return list(dict.fromkeys(images))
+            resolved.append((str(entry.get("phase", "")), str(entry.get("name", "")), image))
+    return resolved
+
+
+def validator_images(catalog: dict[str, Any], *, aicr_version: str) -> list[str]:
+    """Every catalog image once, in catalog order, resolved as the run's Jobs used them."""
+    return list(dict.fromkeys(i for _, _, i in _catalog_images(catalog, aicr_version=aicr_version)))
+
+
+def ran_digests(run: ValidationRun, catalog: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Resolved catalog image → the repository digests the run's checks of it reported.
+
+    Keyed by the catalog entry each check ran (not the runtime's ``status.image``, which a
+    runtime may normalize), so the predicate names the image as the catalog resolves it. A
+    check whose runtime reported no digest adds none: nothing is inferred for it.
+    """
+    image_of = {
+        (phase, name): image
+        for phase, name, image in _catalog_images(catalog, aicr_version=run.aicr_version)
+    }
+    found: dict[str, set[str]] = {}
+    for phase, name, digest in run.checks.exclude(image_digest="").values_list(
+        "phase", "name", "image_digest"
+    ):
+        image = image_of.get((phase, name))
+        if image:
+            found.setdefault(image, set()).add(digest)
+    return {image: tuple(sorted(digests)) for image, digests in found.items()}
 
 
 def _bom_serial(run: ValidationRun) -> str:
@@ -122,6 +148,7 @@ def bundle_input(run: ValidationRun) -> BundleInput:
         validator_catalog_version=recipe.catalog.validator_catalog_version
         or str(metadata.get("version") or ""),
         validator_images=validator_images(catalog, aicr_version=run.aicr_version),
+        image_digests=ran_digests(run, catalog),
         attested_at=run.finished_at or timezone.now(),
         bom_serial=_bom_serial(run),
         predicate_type=evidence_predicate_type(recipe),

@@ -346,11 +346,13 @@ def spec_for(run: ValidationRun) -> orchestrator.RunSpec:
         validator_catalog=validator_catalog(run.recipe),
         phases=tuple(run.phases),
         aicr_version=run.aicr_version,
+        aicr_commit=settings.VALIDATION_AICR_COMMIT,
         namespace=settings.VALIDATION_NAMESPACE,
         agent_image=settings.VALIDATION_AGENT_IMAGE,
         image_registry=settings.VALIDATION_IMAGE_REGISTRY,
         image_tag=settings.VALIDATION_IMAGE_TAG,
         snapshot_timeout_s=float(settings.VALIDATION_SNAPSHOT_TIMEOUT_SECONDS),
+        refuse_mutable_images=bool(settings.VALIDATION_REFUSE_MUTABLE_IMAGES),
         snapshot_yaml=run.snapshot_yaml or None,
         completed=completed,
         catalog_files=run.recipe.catalog.files or {},
@@ -368,6 +370,8 @@ def _outcome_from(check: CheckRun) -> orchestrator.CheckOutcome:
         stdout=tuple(check.stdout),
         extra=dict(check.extra),
         job_name=check.job_name,
+        image=check.image,
+        image_digest=check.image_digest,
     )
 
 
@@ -393,8 +397,12 @@ class DbRunHooks:
             raise ClaimLost(f"run {self.run_pk}: attempt {self.attempt} no longer holds it")
         self._last_beat = time.monotonic()
 
-    def snapshot_taken(self, snapshot_yaml: str) -> None:
-        self._touch(snapshot_yaml=snapshot_yaml)
+    def snapshot_taken(self, snapshot_yaml: str, agent_image: str, agent_digest: str) -> None:
+        self._touch(
+            snapshot_yaml=snapshot_yaml,
+            agent_image=agent_image[:512],
+            agent_image_digest=agent_digest[:71],
+        )
 
     def phase_started(self, phase: str) -> None:
         self._touch(phase=phase, current_check="")
@@ -443,6 +451,8 @@ def _store_outcome(run_pk: int, outcome: orchestrator.CheckOutcome) -> None:
         "stdout": [_storable(line) for line in outcome.stdout],
         "extra": {_storable(k): _storable(v) for k, v in outcome.extra.items()},
         "job_name": outcome.job_name[:63],
+        "image": _storable(outcome.image)[:512],
+        "image_digest": outcome.image_digest[:71],
         "finished_at": timezone.now(),
     }
     if not _check_row(run_pk, outcome.phase, outcome.name).update(**fields):
@@ -513,6 +523,9 @@ def run_finish(*, claim: Claim, outcome: orchestrator.RunOutcome) -> ValidationR
         run.error = error if status == RunStatus.ERROR else ""
         if outcome.snapshot_yaml:
             run.snapshot_yaml = outcome.snapshot_yaml
+        if outcome.agent_image:  # "" on a resumed run: the first attempt's hook stored it
+            run.agent_image = outcome.agent_image[:512]
+            run.agent_image_digest = outcome.agent_image_digest[:71]
         # AICR writes no CTRF for a run that errored (readiness, pre-flight, …) or was stopped.
         keep_reports = status in (RunStatus.PASSED, RunStatus.FAILED)
         run.phase_reports = (
@@ -526,6 +539,8 @@ def run_finish(*, claim: Claim, outcome: orchestrator.RunOutcome) -> ValidationR
                 "status",
                 "error",
                 "snapshot_yaml",
+                "agent_image",
+                "agent_image_digest",
                 "phase_reports",
                 "ctrf",
                 "current_check",
