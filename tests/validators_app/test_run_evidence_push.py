@@ -7,6 +7,7 @@ stored with their reason and retried; the run's verdict and evidence never chang
 
 from __future__ import annotations
 
+import html
 import json
 import urllib.request
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import pytest
 from django.core.cache import cache
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import Client
 
 from aicr_site.celery import app as celery_app
 from evidence_app.corroborate.allowlist import source_slug
@@ -96,6 +98,7 @@ def test_a_keyless_run_is_pushed_and_its_pointer_imports_as_counted_evidence(
     recipe: Recipe,
     tmp_path: Path,
     django_capture_on_commit_callbacks: Any,
+    client: Client,
 ) -> None:
     run = _publish(recipe)
     own = run.evidence
@@ -130,6 +133,20 @@ def test_a_keyless_run_is_pushed_and_its_pointer_imports_as_counted_evidence(
     assert referrer["artifactType"] == oci_push.SIGSTORE_BUNDLE_MEDIA_TYPE
     assert referrer["subject"]["digest"] == digest
 
+    # The API and the run page give the pointer and the commands that verify the push.
+    shown = client.get(f"/api/v1/runs/{run.pk}/").json()["oci_publication"]
+    assert (shown["state"], shown["oci_ref"]) == ("pushed", publication.oci_ref)
+    assert shown["pointer_url"].endswith(f"/api/v1/runs/{run.pk}/pointer.yaml")
+    download = client.get(f"/api/v1/runs/{run.pk}/pointer.yaml")
+    assert download.status_code == 200
+    assert download.content.decode() == publication.pointer_yaml
+    assert download["X-Pointer-Path"] == publication.pointer_path
+    page = html.unescape(client.get(f"/runs/{run.pk}/").content.decode())
+    assert "Contribute upstream" in page
+    assert publication.pointer_yaml in page
+    assert f"aicr evidence verify {publication.oci_ref}" in page
+    assert f"aicr evidence verify {publication.pointer_path}" in page
+
     # AICR's repository takes the pointer: imported as a tree, it pulls and verifies the push.
     evidence_dir = tmp_path / "recipes" / "evidence"
     evidence_dir.mkdir(parents=True)
@@ -162,7 +179,7 @@ def test_a_keyless_run_is_pushed_and_its_pointer_imports_as_counted_evidence(
 
 
 def test_key_signed_evidence_is_pushed_but_has_no_pointer_to_contribute(
-    push_to: str, recipe: Recipe, settings: Any
+    push_to: str, recipe: Recipe, settings: Any, client: Client
 ) -> None:
     settings.SITE_SIGSTORE_IDENTITY_TOKEN = ""
     settings.SITE_SIGSTORE_IDENTITY_TOKEN_FILE = ""
@@ -174,12 +191,17 @@ def test_key_signed_evidence_is_pushed_but_has_no_pointer_to_contribute(
     assert not publication.keyless
     assert (publication.pointer_path, publication.pointer_yaml) == ("", "")
     assert "key-signed" in publication.reason
-    assert "AICR's upstream gate takes keyless" in publication.reason
+    assert "counts on this site only" in publication.reason
+    assert "accepts keyless signatures only" in publication.reason
     assert run.evidence is not None
+    page = html.unescape(client.get(f"/runs/{run.pk}/").content.decode())
+    assert "Key-signed: it counts on this site only." in page
+    assert f"aicr evidence verify {publication.oci_ref}" in page
+    assert client.get(f"/api/v1/runs/{run.pk}/pointer.yaml").status_code == 404
 
 
 def test_an_unreachable_registry_is_recorded_and_a_retry_pushes(
-    push_to: str, recipe: Recipe, settings: Any
+    push_to: str, recipe: Recipe, settings: Any, client: Client
 ) -> None:
     settings.RUN_EVIDENCE_OCI_REPOSITORY = f"127.0.0.1:{free_port()}/{REPO}"  # nothing listens
 
@@ -191,6 +213,12 @@ def test_an_unreachable_registry_is_recorded_and_a_retry_pushes(
     assert (publication.oci_ref, publication.pointer_yaml) == ("", "")
     assert (run.status, run.publish_error) == ("passed", "")
     evidence_pk = run.evidence_id
+    page = html.unescape(client.get(f"/runs/{run.pk}/").content.decode())
+    assert f"Not pushed to the OCI registry (1 attempt): {publication.reason}" in page
+    assert f"manage.py push_run_evidence --run {run.pk}" in page
+    missing = client.get(f"/api/v1/runs/{run.pk}/pointer.yaml")
+    assert missing.status_code == 404
+    assert "unreachable" in missing.json()["detail"]
 
     settings.RUN_EVIDENCE_OCI_REPOSITORY = f"{push_to}/{REPO}"
     call_command("push_run_evidence")
@@ -212,6 +240,7 @@ def test_credentials_are_asked_for_refused_then_accepted_and_never_shown(
     recipe: Recipe,
     settings: Any,
     tmp_path: Path,
+    client: Client,
 ) -> None:
     secret = "s3cret-registry-password"
     with running_registry(tmp_path, htpasswd=bcrypt_line("pusher", secret)) as guarded:
@@ -242,6 +271,8 @@ def test_credentials_are_asked_for_refused_then_accepted_and_never_shown(
 
     for row in RunOciPublication.objects.values():
         assert secret not in json.dumps(row, default=str)
+    assert secret not in client.get(f"/api/v1/runs/{run.pk}/").content.decode()
+    assert secret not in client.get(f"/runs/{run.pk}/").content.decode()
 
 
 def test_a_simulated_run_is_never_pushed(push_to: str, recipe: Recipe) -> None:

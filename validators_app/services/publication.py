@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,8 +38,10 @@ from django.utils import timezone
 from evidence_app import pointers as pc
 from evidence_app.attestation import BundleError, build_summary_bundle
 from evidence_app.corroborate.gojson import marshal
+from evidence_app.models import SignerKind
 from evidence_app.services import oci, oci_push, pointers
 from evidence_app.services.verify_result import INVALID, verify_pulled_ref
+from evidence_app.verification.commands import KEY_SIGNED_UPSTREAM_NOTE
 from validators_app.models import PushState, RunOciPublication, ValidationRun
 from validators_app.services.evidence import PublishError, bundle_input, site_sign
 
@@ -46,8 +49,8 @@ logger = logging.getLogger(__name__)
 
 TITLE = "AICR Recipe Evidence"
 KEY_SIGNED_NO_POINTER = (
-    "key-signed: this evidence counts on this site only; AICR's upstream gate takes keyless "
-    "evidence only, so no pointer can be contributed (configure SITE_SIGSTORE_IDENTITY_TOKEN)"
+    "key-signed: it counts on this site only, and no pointer can be contributed upstream. "
+    f"{KEY_SIGNED_UPSTREAM_NOTE} Configure SITE_SIGSTORE_IDENTITY_TOKEN to sign runs keyless."
 )
 
 
@@ -67,11 +70,10 @@ def run_tag(run: ValidationRun) -> str:
     return f"{run.recipe.name[:90]}-{run.aicr_run_id}"
 
 
-def artifact_statement(statement: bytes, *, name: str, digest: str) -> bytes:
+def artifact_statement(statement: dict[str, Any], *, name: str, digest: str) -> bytes:
     """``statement`` with the OCI artifact as its subject, the predicate unchanged."""
-    doc = json.loads(statement)
-    doc["subject"] = [{"name": name, "digest": {"sha256": digest.removeprefix("sha256:")}}]
-    return marshal(doc)
+    subject = [{"name": name, "digest": {"sha256": digest.removeprefix("sha256:")}}]
+    return marshal({**statement, "subject": subject})
 
 
 # What a record holds when an attempt did not set it: a retry starts from nothing, so a field
@@ -142,7 +144,8 @@ def _push(run: ValidationRun, repository: str) -> RunOciPublication:
         raise PushFailed(exc.message) from None
     except (BundleError, PublishError) as exc:
         raise PushFailed(str(exc)) from None
-    predicate_type = json.loads(bundle.statement)["predicateType"]
+    statement_doc = json.loads(bundle.statement)  # the bytes the builder just wrote
+    predicate_type = statement_doc["predicateType"]
     try:
         artifact = oci_push.push_artifact(
             target,
@@ -161,7 +164,7 @@ def _push(run: ValidationRun, repository: str) -> RunOciPublication:
         raise PushFailed(f"pushing the evidence artifact failed: {exc.message}") from None
     pushed = {"reference": artifact.reference, "oci_ref": artifact.pinned}
     statement = artifact_statement(
-        bundle.statement, name=artifact.reference, digest=artifact.manifest.digest
+        statement_doc, name=artifact.reference, digest=artifact.manifest.digest
     )
     try:
         signed = site_sign(statement)
@@ -191,7 +194,7 @@ def _push(run: ValidationRun, repository: str) -> RunOciPublication:
     if not (signer.get("identity") and signer.get("issuer")):  # a key has no OIDC identity
         fields["reason"] = KEY_SIGNED_NO_POINTER
     else:
-        pointer = _pointer(result.predicate or {}, signer, artifact, bundle.statement)
+        pointer = _pointer(result.predicate or {}, signer, artifact, statement_doc)
         fields.update(
             keyless=True,
             pointer_path=pc.pointer_rel_path(pointer),
@@ -204,14 +207,14 @@ def _pointer(
     predicate: dict[str, Any],
     signer: dict[str, Any],
     artifact: oci_push.PushedArtifact,
-    statement: bytes,
+    statement: dict[str, Any],
 ) -> pc.Pointer:
     """The pointer to ``artifact`` for the verified ``signer`` (AICR ``BuildPointer``: ``oci``
     is the tagged reference, ``digest`` the manifest digest)."""
     attested = datetime.strptime(predicate["attestedAt"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     return pc.Pointer(
         recipe=predicate["recipe"]["name"],
-        profile=pointers.pointer_profile(json.loads(statement).get("predicate") or {}),
+        profile=pointers.pointer_profile(statement.get("predicate") or {}),
         attested_at=attested,
         oci=artifact.reference,
         digest=artifact.manifest.digest,
@@ -221,4 +224,44 @@ def _pointer(
             issuer=signer["issuer"],
             rekor_log_index=signer.get("rekorLogIndex"),
         ),
+    )
+
+
+# --- what the run page says -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """The "Contribute upstream" block of a run page: what reached the registry and AICR."""
+
+    publication: RunOciPublication | None
+    key_signed: bool
+    repository: str  # where pushes go now ("" = none configured)
+    note: str  # why nothing can be contributed, when so
+
+    @property
+    def verify_commands(self) -> list[str]:
+        publication = self.publication
+        if publication is None or publication.state != PushState.PUSHED:
+            return []
+        commands = [f"aicr evidence verify {publication.oci_ref}"]
+        if publication.pointer_path:
+            commands.append(f"aicr evidence verify {publication.pointer_path}")
+        return commands
+
+
+def run_contribution(run: ValidationRun) -> Contribution | None:
+    """What the run page says about upstream contribution (None: nothing was published)."""
+    evidence = run.evidence
+    if evidence is None:
+        return None
+    publication = RunOciPublication.objects.filter(run=run).first()
+    key_signed = evidence.signer.kind == SignerKind.KEY
+    note = ""
+    if run.cluster.is_simulated:
+        note = "Evidence from a simulated cluster is never pushed or contributed upstream."
+    elif key_signed:
+        note = f"Key-signed: it counts on this site only. {KEY_SIGNED_UPSTREAM_NOTE}"
+    return Contribution(
+        publication=publication, key_signed=key_signed, repository=push_repository(), note=note
     )
