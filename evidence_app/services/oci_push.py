@@ -300,8 +300,8 @@ class _Session:
 
     def add_to_referrers_tag(self, subject: Descriptor, referrer: Descriptor) -> None:
         """The referrers tag schema (OCI distribution 1.1): the index tagged ``sha256-<hex>``
-        lists ``referrer``. Read-modify-write: one subject is one run's artifact, pushed by one
-        worker at a time, so no other writer races this index."""
+        lists ``referrer``, first. Read-modify-write: one subject is one run's artifact, pushed
+        by one worker at a time, so no other writer races this index."""
         tag = subject.digest.replace(":", "-")
         url = f"{self.base}/manifests/{tag}"
         found = self.send(
@@ -321,7 +321,9 @@ class _Session:
             raise self.refused(found, f"referrers tag {tag}")
         if any(isinstance(m, dict) and m.get("digest") == referrer.digest for m in manifests):
             return
-        manifests.append(referrer.as_json())
+        # Newest first: readers take the first Sigstore bundle (``oci._referrer_bundle``), and
+        # a re-push of the same artifact (a retry) must be read with its new signature.
+        manifests.insert(0, referrer.as_json())
         body = json.dumps(
             {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": manifests},
             separators=(",", ":"),

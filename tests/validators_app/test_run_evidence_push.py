@@ -235,6 +235,34 @@ def test_an_unreachable_registry_is_recorded_and_a_retry_pushes(
     assert publication.attempts == 2
 
 
+def test_a_retry_is_read_back_with_its_new_signature(
+    push_to: str, sigstore: LoopbackSigstore, recipe: Recipe, settings: Any
+) -> None:
+    """The first push is signed keyless by an instance this site does not trust (its read-back
+    fails); the retry, key-signed, attaches a second referrer to the same artifact, and that
+    one is what is read back."""
+    settings.SITE_SIGNING_KEY = generate_pem().decode()  # the sigstore fixture unset it
+    settings.SITE_SIGSTORE_IDENTITY_TOKEN = ""  # the run's own evidence: key-signed
+    settings.RUN_EVIDENCE_OCI_REPOSITORY = ""  # published, not pushed yet
+    run = _publish(recipe)
+    settings.RUN_EVIDENCE_OCI_REPOSITORY = f"{push_to}/{REPO}"
+    settings.SITE_SIGSTORE_IDENTITY_TOKEN = sigstore.oidc.token()  # an untrusted instance
+    publication = push_run_evidence(run)
+    assert publication is not None
+    assert publication.state == PushState.FAILED
+    assert "does not verify at step signature" in publication.reason
+
+    settings.SITE_SIGSTORE_IDENTITY_TOKEN = ""
+    publication = push_run_evidence(run)
+
+    assert publication is not None
+    assert (publication.state, publication.keyless) == (PushState.PUSHED, False)
+    tag = publication.oci_ref.rpartition("@")[2].replace(":", "-")
+    index = _get(f"http://{push_to}/v2/{REPO}/manifests/{tag}", oci_push.INDEX_MEDIA_TYPE)
+    assert len(index["manifests"]) == 2
+    assert index["manifests"][0]["digest"] == publication.referrer_digest
+
+
 def test_credentials_are_asked_for_refused_then_accepted_and_never_shown(
     push_to: str,
     recipe: Recipe,
