@@ -22,7 +22,7 @@ from evidence_app.api.views import (
 )
 from recipes_app.api.views import RecipeQueryView, RecipeResolvedYAMLView, RecipeViewSet
 from validators_app.api.clusters import ClusterTestView, ClusterViewSet
-from validators_app.api.runs import RunCtrfView, RunViewSet
+from validators_app.api.runs import RunCtrfView, RunPointerView, RunViewSet
 
 app_name = "api"
 
@@ -54,6 +54,7 @@ urlpatterns = [
     ),
     path("uploads/<int:pk>/", UploadDetailView.as_view(), name="upload-detail"),
     path("runs/<int:pk>/ctrf.json", RunCtrfView.as_view(), name="run-ctrf"),
+    path("runs/<int:pk>/pointer.yaml", RunPointerView.as_view(), name="run-pointer"),
     path("clusters/<int:pk>/test/", ClusterTestView.as_view(), name="cluster-test"),
     path("export/evidence.ndjson", EvidenceNdjsonExportView.as_view(), name="export-ndjson"),
     path("export/evidence.csv", EvidenceCsvExportView.as_view(), name="export-csv"),

@@ -498,6 +498,18 @@ SITE_SIGNING_LOCAL_KEY_FILE = (
 SITE_SIGSTORE_IDENTITY_TOKEN = os.environ.get("SITE_SIGSTORE_IDENTITY_TOKEN", "")
 SITE_SIGSTORE_IDENTITY_TOKEN_FILE = os.environ.get("SITE_SIGSTORE_IDENTITY_TOKEN_FILE", "")
 SITE_SIGSTORE_TRUST_CONFIG = os.environ.get("SITE_SIGSTORE_TRUST_CONFIG", "")
+# Without a token, run evidence is key-signed: it counts on this site only (AICR's upstream
+# gate takes keyless evidence only). A production site says so in `check --deploy` unless the
+# operator states that choice here (validators_app.checks).
+RUN_EVIDENCE_KEY_SIGNED_ACCEPTED = env_bool("RUN_EVIDENCE_KEY_SIGNED_ACCEPTED", default=False)
+# Pushing run evidence to an OCI registry (validators_app.services.publication): the
+# `registry/repository` the artifact and its signature referrer go to ("" = no push; a
+# malformed one is a system-check error), and the registry login (never shown back; the
+# password may come from a file).
+RUN_EVIDENCE_OCI_REPOSITORY = os.environ.get("RUN_EVIDENCE_OCI_REPOSITORY", "").strip()
+RUN_EVIDENCE_OCI_USERNAME = os.environ.get("RUN_EVIDENCE_OCI_USERNAME", "")
+RUN_EVIDENCE_OCI_PASSWORD = os.environ.get("RUN_EVIDENCE_OCI_PASSWORD", "")
+RUN_EVIDENCE_OCI_PASSWORD_FILE = os.environ.get("RUN_EVIDENCE_OCI_PASSWORD_FILE", "")
 # Stored consensus badges whose counted runs aged into staleness (evidence_app.consensus.stored;
 # list reads refresh them too, so this only keeps that work off requests).
 CELERY_BEAT_SCHEDULE["consensus-refresh-expired"] = {

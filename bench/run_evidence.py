@@ -17,9 +17,14 @@ loopback Fulcio and Rekor stand-ins of ``tests/sigstore_servers.py`` (HTTP on 12
 private test CA registered as a trusted root): certificate request, DSSE signature, log entry,
 then the keyless verification in the ingest.
 
+Then ``--push-n`` (default 20) of the key-signed runs pushed to a real registry (Debian's
+``docker-registry`` on a loopback port, ``tests/oci_registry.py``) with ``push_run_evidence``:
+the artifact's blobs and manifest, the statement naming the artifact signed, the referrer and
+its referrers-tag index, then the read-back pull and verification.
+
 Needs PostgreSQL (``BENCH_DATABASE_URL``, default a scratch database ``aicr_bench_run_evidence``
 on 127.0.0.1:5432, created and dropped here). Prints figures; asserts nothing.
-Run: ``.venv/bin/python bench/run_evidence.py [--n 50] [--keyless-n 20]``.
+Run: ``.venv/bin/python bench/run_evidence.py [--n 50] [--keyless-n 20] [--push-n 20]``.
 """
 
 from __future__ import annotations
@@ -58,7 +63,7 @@ def ms(values: list[float]) -> str:
     return f"median {statistics.median(values) * 1000:7.1f} ms, p95 {p95 * 1000:7.1f} ms"
 
 
-def bench(n: int, keyless_n: int) -> None:
+def bench(n: int, keyless_n: int, push_n: int) -> None:
     import yaml
     from django.conf import settings
 
@@ -145,6 +150,8 @@ def bench(n: int, keyless_n: int) -> None:
         t3 = time.perf_counter()
         if evidence is None or evidence.verdict != "verified":
             raise SystemExit(f"run {i} was not published as verified evidence")
+        run.evidence = evidence  # as run_publish links it (the push below needs it)
+        run.save(update_fields=["evidence"])
         build.append(t1 - t0)
         sign.append(t2 - t1)
         publish.append(t3 - t2)
@@ -156,8 +163,42 @@ def bench(n: int, keyless_n: int) -> None:
     print(f"  build    {ms(build)}")
     print(f"  sign     {ms(sign)}")
     print(f"  publish  {ms(publish)}   (build + sign + ingest + store)")
+    if push_n:
+        bench_push(push_n)
     if keyless_n:
         bench_keyless(keyless_n, recipe, cluster, snapshot, reports)
+
+
+def bench_push(n: int) -> None:
+    import tempfile
+
+    from django.conf import settings
+
+    from evidence_app.attestation import build_summary_bundle
+    from evidence_app.services.oci_push import directory_layer
+    from tests.oci_registry import running_registry
+    from validators_app.models import ValidationRun
+    from validators_app.services.evidence import bundle_input
+    from validators_app.services.publication import push_run_evidence
+
+    runs = list(ValidationRun.objects.filter(evidence__isnull=False).order_by("pk")[:n])
+    times, layers = [], []
+    with tempfile.TemporaryDirectory() as root, running_registry(Path(root)) as registry:
+        settings.RUN_EVIDENCE_OCI_REPOSITORY = f"{registry}/aicr-bench"
+        settings.EVIDENCE_OCI_ALLOW_LOOPBACK_HTTP = True
+        for run in runs:
+            layers.append(len(directory_layer(build_summary_bundle(bundle_input(run)).files)))
+            t0 = time.perf_counter()
+            publication = push_run_evidence(run)
+            times.append(time.perf_counter() - t0)
+            if publication is None or publication.state != "pushed":
+                reason = publication.reason if publication else "nothing pushed"
+                raise SystemExit(f"run {run.pk} was not pushed: {reason}")
+    print(
+        f"  push     {ms(times)}   ({len(runs)} runs, key-signed, layer "
+        f"{statistics.median(layers) / 1024:.0f} KiB: blobs + manifest + sign + referrer + "
+        "read-back verify, docker-registry on loopback)"
+    )
 
 
 def bench_keyless(n: int, recipe: object, cluster: object, snapshot: str, reports: dict) -> None:
@@ -202,6 +243,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=50, help="runs to publish (default 50)")
     parser.add_argument("--keyless-n", type=int, default=20, help="keyless runs (default 20)")
+    parser.add_argument("--push-n", type=int, default=20, help="runs pushed (default 20)")
     args = parser.parse_args()
 
     import psycopg
@@ -222,7 +264,7 @@ def main() -> None:
             f"python {platform.python_version()} on {platform.machine()}, "
             f"{os.cpu_count()} CPUs, PostgreSQL on loopback, DEBUG=0, one thread\n"
         )
-        bench(args.n, args.keyless_n)
+        bench(args.n, args.keyless_n, args.push_n)
     finally:
         from django.db import connections
 

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 
 from recipes_app import resolver
 from recipes_app.models import Catalog
 from recipes_app.services import catalog_import
+from tests.oci_registry import running_registry
 from tests.shared_data import RECIPES_TREE
 
 REAL_CATALOG_SOURCE = "aicr main-08 (tests)"
@@ -50,3 +52,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = f"skipped under AICR_STRICT_SKIPS=1 (CI): {reason}"
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``host:port`` of a throw-away registry (Debian's docker-registry, tests/oci_registry.py)."""
+    with running_registry(tmp_path_factory.mktemp("registry")) as running:
+        yield running

@@ -3,3 +3,6 @@ from django.apps import AppConfig
 
 class ValidatorsConfig(AppConfig):
     name = "validators_app"
+
+    def ready(self) -> None:
+        from validators_app import checks  # noqa: F401 - registers the system checks

@@ -269,3 +269,57 @@ class CheckRun(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status not in (CheckStatus.PENDING, CheckStatus.RUNNING)
+
+
+# --- Publishing run evidence to an OCI registry ---------------------------------------------
+
+
+class PushState(models.TextChoices):
+    PUSHED = "pushed", "Pushed and verified"
+    FAILED = "failed", "Push failed (retryable)"
+    SKIPPED = "skipped", "Not pushed"
+
+
+class RunOciPublication(models.Model):
+    """Where a run's evidence went in the OCI registry, or why it did not get there.
+
+    ``pushed`` is written only after the artifact and its signature are in the registry and
+    the site pulled them back and verified them; ``pointer_yaml`` is then the file AICR's
+    repository takes (keyless evidence only; blank with the reason for key-signed evidence).
+    A failure leaves the run's verdict and evidence as they were (``services.publication``).
+    """
+
+    run = models.OneToOneField(
+        ValidationRun, on_delete=models.CASCADE, related_name="oci_publication"
+    )
+    state = models.CharField(max_length=10, choices=PushState.choices)
+    repository = models.CharField(max_length=500, help_text="Where it was pushed (or tried).")
+    reference = models.CharField(max_length=700, blank=True, help_text="registry/repo:tag")
+    oci_ref = models.CharField(
+        max_length=700, blank=True, help_text="registry/repository@sha256:<manifest digest>"
+    )
+    referrer_digest = models.CharField(max_length=71, blank=True)
+    keyless = models.BooleanField(default=False)
+    pointer_path = models.CharField(max_length=500, blank=True)
+    pointer_yaml = models.TextField(blank=True)
+    reason = models.TextField(
+        blank=True, help_text="Why the push failed or was skipped, or why there is no pointer."
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    pushed_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(state__in=["pushed", "failed", "skipped"]),
+                name="runocipublication_state_valid",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(state="pushed") | ~models.Q(oci_ref=""),
+                name="runocipublication_pushed_has_ref",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run} → {self.oci_ref or self.state}"

@@ -24,6 +24,7 @@ from recipes_app.models import Recipe
 from validators_app.clusters_views import _refuse, can_manage
 from validators_app.models import CheckRun, CheckStatus, Cluster, RunStatus, ValidationRun
 from validators_app.services import run_images, runs
+from validators_app.services.publication import run_contribution
 
 PAGE_SIZE = 50
 LIVE_TARGET = "run-live"
@@ -37,7 +38,9 @@ def _run_or_404(pk: int, *, with_logs: bool = False) -> ValidationRun:
     check_rows = CheckRun.objects.order_by("position")
     checks = Prefetch("checks", queryset=check_rows if with_logs else check_rows.defer("stdout"))
     run = (
-        ValidationRun.objects.select_related("cluster", "recipe", "recipe__catalog", "evidence")
+        ValidationRun.objects.select_related(
+            "cluster", "recipe", "recipe__catalog", "evidence", "evidence__signer"
+        )
         .defer("ctrf", "phase_reports", "snapshot_yaml", "cluster__kubeconfig_encrypted")
         .prefetch_related(checks)
         .filter(pk=pk)
@@ -102,6 +105,7 @@ def _detail_context(request: HtmxHttpRequest, run: ValidationRun) -> dict[str, A
         "latest_log": runs.log_tail(latest, LIVE_LOG_LINES) if latest else [],
         "page_log_lines": PAGE_LOG_LINES,
         "can_cancel": run.is_active and not run.cancel_requested and can_manage(request.user),
+        "contribution": None if run.is_active else run_contribution(run),
     }
 
 

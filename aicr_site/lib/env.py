@@ -34,3 +34,21 @@ def env_required(name: str) -> str:
     if not value:
         raise ImproperlyConfigured(f"{name} must be set when DEBUG is off (production mode)")
     return value
+
+
+class SecretFileError(ValueError):
+    """A ``*_FILE`` secret setting whose file cannot be read (the message never holds it)."""
+
+
+def read_secret_file(path: str, *, setting: str, max_chars: int) -> str:
+    """The stripped text of the secret file ``path`` names, re-read on every call (such
+    secrets rotate: projected tokens, mounted credentials). ``SecretFileError`` naming
+    ``setting`` when it cannot be read, is empty, or is longer than ``max_chars``."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read(max_chars + 1).strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SecretFileError(f"{setting} cannot be read ({type(exc).__name__})") from None
+    if not text or len(text) > max_chars:
+        raise SecretFileError(f"{setting} holds no usable value")
+    return text

@@ -30,6 +30,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import logging
@@ -38,7 +39,7 @@ import tarfile
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -48,6 +49,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from aicr_site.lib import outbound
+from aicr_site.lib.env import SecretFileError, read_secret_file
 from evidence_app.models import EvidencePointer, UploadLog, UploadOutcome, UploadState, Verdict
 from evidence_app.services.ingest import ExpectedSigner, evidence_ingest, max_upload_bytes
 from evidence_app.verification._json import JSONLimitError, JSONLimits, load_json
@@ -64,6 +66,7 @@ logger = logging.getLogger(__name__)
 MAX_REF_CHARS = 500
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 MAX_TOKEN_BYTES = 64 * 1024
+MAX_PASSWORD_CHARS = 16 * 1024
 MAX_REDIRECTS = 5
 MAX_ATTEMPTS = 3
 # How long a worker's claim on an upload stands before another may take it over.
@@ -153,19 +156,65 @@ def parse_oci_ref(text: str) -> OciRef:
         raise OciError("oci_ref has no digest: give registry/repository@sha256:<manifest digest>")
     if not _DIGEST.fullmatch(digest):
         raise OciError("oci_ref: the digest must be sha256:<64 lowercase hex digits>")
+    registry, repository = _registry_and_repository(
+        name, what="oci_ref", example="ghcr.io/org/repo@sha256:…"
+    )
+    return OciRef(registry=registry, repository=repository, digest=digest, tag=tag)
+
+
+def _registry_and_repository(name: str, *, what: str, example: str) -> tuple[str, str]:
+    """``host[:port]/repository`` split and checked (the host lower-cased)."""
     registry, _, repository = name.partition("/")
     if not repository or not _HOST.fullmatch(registry):
-        raise OciError("oci_ref must start with the registry host, e.g. ghcr.io/org/repo@sha256:…")
+        raise OciError(f"{what} must start with the registry host, e.g. {example}")
     if "." not in registry and ":" not in registry and registry != "localhost":
         raise OciError(
-            f"oci_ref: {registry!r} is not a registry host; name it explicitly "
-            "(e.g. ghcr.io/org/repo@sha256:…)"
+            f"{what}: {registry!r} is not a registry host; name it explicitly (e.g. {example})"
         )
     if len(repository) > 255 or not all(
         _REPO_COMPONENT.fullmatch(part) for part in repository.split("/")
     ):
-        raise OciError(f"oci_ref: {repository[:100]!r} is not a valid repository name")
-    return OciRef(registry=registry.lower(), repository=repository, digest=digest, tag=tag)
+        raise OciError(f"{what}: {repository[:100]!r} is not a valid repository name")
+    return registry.lower(), repository
+
+
+def parse_oci_repository(text: str, *, what: str = "repository") -> OciRef:
+    """``registry/repository`` (no tag, no digest), as an ``OciRef`` whose ``digest`` is empty:
+    where run evidence is pushed (``RUN_EVIDENCE_OCI_REPOSITORY``). No network."""
+    name = (text or "").strip().removeprefix("oci://")
+    if not name:
+        raise OciError(
+            f"{what} is empty: give registry/repository, e.g. registry.example/org/evidence"
+        )
+    if len(name) > MAX_REF_CHARS:
+        raise OciError(f"{what} is longer than {MAX_REF_CHARS} characters")
+    if "@" in name or ":" in name[max(name.find("/"), 0) :]:
+        raise OciError(
+            f"{what} names a tag or digest: give registry/repository only (each push is "
+            "addressed by its own digest)"
+        )
+    registry, repository = _registry_and_repository(
+        name, what=what, example="registry.example/org/repo"
+    )
+    return OciRef(registry=registry, repository=repository, digest="")
+
+
+def push_registry() -> str:
+    """The registry run evidence is pushed to (``RUN_EVIDENCE_OCI_REPOSITORY``), "" for none."""
+    configured = getattr(settings, "RUN_EVIDENCE_OCI_REPOSITORY", "") or ""
+    if not configured:
+        return ""
+    try:
+        return parse_oci_repository(configured).registry
+    except OciError:
+        return ""  # settings refuse a malformed value at start-up; nothing is named here
+
+
+def operator_registries() -> list[str]:
+    """Registries the operator named: ``EVIDENCE_OCI_ALLOWED_REGISTRIES`` and the push
+    registry. Only these are reached on a private address (see ``_check_destination``)."""
+    named = [r.lower() for r in getattr(settings, "EVIDENCE_OCI_ALLOWED_REGISTRIES", [])]
+    return [*named, push] if (push := push_registry()) else named
 
 
 def registry_permitted(ref: OciRef) -> None:
@@ -176,13 +225,17 @@ def registry_permitted(ref: OciRef) -> None:
             "(EVIDENCE_OCI_ENABLED); upload the bundle instead"
         )
     allowed = [r.lower() for r in getattr(settings, "EVIDENCE_OCI_ALLOWED_REGISTRIES", [])]
-    if allowed and ref.registry not in allowed and ref.host not in allowed:
+    if allowed and not _named_by_operator(ref, [*allowed, push_registry()]):
         raise OciError(
             f"registry {ref.registry} is not one this site pulls from ({', '.join(allowed)})"
         )
 
 
 # --- HTTP ------------------------------------------------------------------------------------
+
+
+def _named_by_operator(ref: OciRef, named: list[str]) -> bool:
+    return any(entry and entry in (ref.registry, ref.host) for entry in named)
 
 
 def _is_loopback_host(host: str) -> bool:
@@ -199,8 +252,9 @@ def _check_destination(url: str, *, registry: OciRef) -> outbound.Destination:
     if parts.scheme not in ("https", "http"):
         raise OciError(f"refusing to follow a {parts.scheme or 'relative'} URL from the registry")
     loopback_ok = bool(getattr(settings, "EVIDENCE_OCI_ALLOW_LOOPBACK_HTTP", False))
-    allowed = [r.lower() for r in getattr(settings, "EVIDENCE_OCI_ALLOWED_REGISTRIES", [])]
-    listed = bool(allowed) and host == registry.host  # an operator-listed registry
+    # The registry itself, when the operator named it (a token realm or redirect elsewhere is
+    # held to the public-address rule).
+    listed = host == registry.host and _named_by_operator(registry, operator_registries())
     policy = outbound.Policy(loopback=loopback_ok, private=listed)
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -243,9 +297,19 @@ def _read(response: Any, limit: int, what: str) -> bytes:
         ) from None
 
 
-def _open(url: str, *, ref: OciRef, headers: dict[str, str]) -> Any:
+def _open(
+    url: str,
+    *,
+    ref: OciRef,
+    headers: dict[str, str],
+    method: str = "GET",
+    data: bytes | None = None,
+) -> Any:
+    """One request to ``url`` through the outbound policy (the answer unread: ``_read`` it)."""
     address = _check_destination(url, registry=ref)
-    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **headers})  # noqa: S310 - scheme checked above
+    request = urllib.request.Request(  # noqa: S310 - scheme checked above
+        url, data=data, method=method, headers={"User-Agent": USER_AGENT, **headers}
+    )
     try:
         return outbound.opener(address).open(request, timeout=_timeout())
     except urllib.error.HTTPError as exc:
@@ -257,24 +321,79 @@ def _open(url: str, *, ref: OciRef, headers: dict[str, str]) -> Any:
         ) from None
 
 
-def _bearer_token(challenge: str, *, ref: OciRef) -> str | None:
-    """An anonymous pull token from a ``WWW-Authenticate: Bearer realm=…`` challenge."""
+@dataclass(frozen=True)
+class Credentials:
+    username: str
+    password: str = field(repr=False)
+
+    @property
+    def basic(self) -> str:
+        raw = f"{self.username}:{self.password}".encode()
+        return "Basic " + base64.b64encode(raw).decode()
+
+
+def registry_login(ref: OciRef) -> Credentials | None:
+    """The site's registry login (``RUN_EVIDENCE_OCI_USERNAME``, ``RUN_EVIDENCE_OCI_PASSWORD``
+    or ``_FILE``), for the registry run evidence is pushed to and no other: pulls from it (the
+    read-back of a push, a pointer naming it) use it too. None: anonymous."""
+    if not ref.registry or ref.registry != push_registry():
+        return None
+    username = (getattr(settings, "RUN_EVIDENCE_OCI_USERNAME", "") or "").strip()
+    if not username:
+        return None
+    password = getattr(settings, "RUN_EVIDENCE_OCI_PASSWORD", "") or ""
+    path = getattr(settings, "RUN_EVIDENCE_OCI_PASSWORD_FILE", "") or ""
+    if not password and path:
+        try:
+            password = read_secret_file(
+                path, setting="RUN_EVIDENCE_OCI_PASSWORD_FILE", max_chars=MAX_PASSWORD_CHARS
+            )
+        except SecretFileError as exc:
+            raise OciError(str(exc)) from None
+    return Credentials(username=username, password=password)
+
+
+def authorization(
+    challenge: str, *, ref: OciRef, action: str, what: str, login: Credentials | None
+) -> str:
+    """The ``Authorization`` value answering a registry's 401 ``challenge`` (``Basic`` with the
+    login; ``Bearer`` with a token from the realm, for the login or anonymous); ``OciError``
+    when the registry wants credentials this site does not have."""
+    scheme = challenge.split(" ", 1)[0].lower()
+    scope = "pull,push" if action == "push" else "pull"
+    token = None
+    if scheme == "basic" and login is not None:
+        return login.basic
+    if scheme == "bearer":
+        token = _bearer_token(
+            challenge, ref=ref, scope=scope, basic=login.basic if login is not None else ""
+        )
+    if token is None:
+        hint = " (RUN_EVIDENCE_OCI_USERNAME, RUN_EVIDENCE_OCI_PASSWORD)" if action == "push" else ""
+        raise OciError(f"registry {ref.registry} requires credentials to {action} {what}{hint}")
+    return f"Bearer {token}"
+
+
+def _bearer_token(
+    challenge: str, *, ref: OciRef, scope: str = "pull", basic: str = ""
+) -> str | None:
+    """A token from a ``WWW-Authenticate: Bearer realm=…`` challenge: anonymous, or for the
+    ``basic`` credentials (``Basic <base64>``; a push sends the site's registry login)."""
     if not challenge.lower().startswith("bearer "):
         return None
     params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
     realm = params.get("realm")
     if not realm:
         return None
-    query = {"scope": params.get("scope") or f"repository:{ref.repository}:pull"}
+    query = {"scope": params.get("scope") or f"repository:{ref.repository}:{scope}"}
     if params.get("service"):
         query["service"] = params["service"]
     url = realm + ("&" if "?" in realm else "?") + urllib.parse.urlencode(query)
-    response = _open(url, ref=ref, headers={})
+    response = _open(url, ref=ref, headers={"Authorization": basic} if basic else {})
     with response:
         if response.status != 200:
-            raise OciError(
-                f"registry {ref.registry} refused an anonymous pull token (HTTP {response.status})"
-            )
+            kind = "a token for these credentials" if basic else f"an anonymous {scope} token"
+            raise OciError(f"registry {ref.registry} refused {kind} (HTTP {response.status})")
         try:
             doc = load_json(_read(response, MAX_TOKEN_BYTES, "token response"), what="token")
         except JSONLimitError as exc:
@@ -292,14 +411,18 @@ def _get(url: str, *, ref: OciRef, accept: str, limit: int, what: str) -> tuple[
         same_host = urllib.parse.urlsplit(url).netloc == registry_host
         send = dict(headers)
         if auth and same_host:
-            send["Authorization"] = f"Bearer {auth}"
+            send["Authorization"] = auth
         response = _open(url, ref=ref, headers=send)
         with response:
             status = response.status
             if status == 401 and auth is None and same_host:
-                auth = _bearer_token(response.headers.get("WWW-Authenticate", ""), ref=ref)
-                if auth is None:
-                    raise OciError(f"registry {ref.registry} requires credentials to pull {what}")
+                auth = authorization(
+                    response.headers.get("WWW-Authenticate", ""),
+                    ref=ref,
+                    action="pull",
+                    what=what,
+                    login=registry_login(ref),
+                )
                 continue
             if status in (301, 302, 303, 307, 308):
                 location = response.headers.get("Location")

@@ -36,10 +36,11 @@ import logging
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -537,11 +538,9 @@ def pointer_export(*, evidence: Evidence) -> ExportedPointer:
         )
     if "@" not in oci_ref and not digest:
         raise PointerExportError(f"the OCI reference {oci_ref} is not pinned by digest")
-    profile = (evidence.predicate or {}).get("profile") or {}
-    selection = profile.get("selection", "") if isinstance(profile, dict) else ""
     pointer = pc.Pointer(
         recipe=evidence.recipe_name,
-        profile=selection if isinstance(selection, str) else "",
+        profile=pointer_profile(evidence.predicate or {}),
         attested_at=evidence.attested_at,
         oci=oci_ref,
         digest=digest or oci_ref.partition("@")[2],
@@ -553,6 +552,13 @@ def pointer_export(*, evidence: Evidence) -> ExportedPointer:
         ),
     )
     return ExportedPointer(path=pc.pointer_rel_path(pointer), text=pc.render_pointer(pointer))
+
+
+def pointer_profile(predicate: Mapping[str, Any]) -> str:
+    """A pointer's ``profile`` (``name=value``): the predicate's ``profile.selection``."""
+    profile = predicate.get("profile") or {}
+    selection = profile.get("selection", "") if isinstance(profile, dict) else ""
+    return selection if isinstance(selection, str) else ""
 
 
 def pointer_exportable(evidence: Evidence) -> bool:

@@ -249,6 +249,29 @@ def _verify_oci(
     try:
         ref = oci.parse_oci_ref(text)
         oci.registry_permitted(ref)
+    except oci.OciError as exc:
+        return _refused(kind, "pull", exc.message, pointer=pointer)
+    return verify_pulled_ref(
+        ref,
+        expected_issuer=expected_issuer,
+        expected_identity_regexp=expected_identity_regexp,
+        pointer=pointer,
+        kind=kind,
+    )
+
+
+def verify_pulled_ref(
+    ref: oci.OciRef,
+    *,
+    expected_issuer: str | None = None,
+    expected_identity_regexp: str | None = None,
+    pointer: dict[str, Any] | None = None,
+    kind: str = "oci",
+) -> VerifyResult:
+    """Pull ``ref`` and verify it as ``aicr evidence verify <oci-ref>`` does, storing nothing.
+    The caller decided the registry may be pulled from (``registry_permitted`` for a user's
+    reference; the push registry for what this site just pushed there)."""
+    try:
         pulled = oci.oci_pull(ref)
     except oci.OciError as exc:
         return _refused(kind, "pull", exc.message, pointer=pointer)

@@ -342,19 +342,29 @@ def parse_manifest(data: bytes) -> tuple[ManifestEntry, ...]:
 
 
 def _same_statement(unsigned: object, statement: AicrStatement) -> bool:
-    """The unsigned statement file says what the signed statement says."""
+    """The unsigned statement file says what the signed statement says.
+
+    A statement signed over an OCI artifact cannot be inside that artifact (its digest is the
+    artifact's): ``aicr evidence publish`` pushes the directory with the unsigned statement it
+    was emitted with, subject ``recipe:<name>``, and signs a copy naming the artifact
+    afterwards (AICR ``pkg/evidence/attestation/emit.go`` ``signAndPush``; its verifier exempts
+    the file from the inventory, ``verifier/inventory.go``). That file must then carry the
+    same predicate with the recipe as its subject."""
     if not isinstance(unsigned, dict):
         return False
     subjects = unsigned.get("subject")
     if not isinstance(subjects, list) or len(subjects) != 1 or not isinstance(subjects[0], dict):
         return False
     digest = subjects[0].get("digest")
+    name, sha256 = statement.subject.name, statement.subject.sha256
+    if statement.artifact_subject:
+        name, sha256 = f"recipe:{statement.recipe_name}", statement.recipe_digest
     return (
         unsigned.get("predicateType") == statement.predicate_type
         and unsigned.get("predicate") == dict(statement.predicate)
-        and subjects[0].get("name") == statement.subject.name
+        and subjects[0].get("name") == name
         and isinstance(digest, dict)
-        and str(digest.get("sha256", "")).lower() == statement.subject.sha256
+        and str(digest.get("sha256", "")).lower() == sha256
     )
 
 

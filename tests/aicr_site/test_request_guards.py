@@ -70,6 +70,7 @@ ROUTES = {
     "api:run-list": "/api/v1/runs/",
     "api:run-detail": "/api/v1/runs/1/",
     "api:run-ctrf": "/api/v1/runs/1/ctrf.json",
+    "api:run-pointer": "/api/v1/runs/1/pointer.yaml",
     "api:run-cancel": "/api/v1/runs/1/cancel/",
     "clusters:list": "/clusters/",
     "clusters:new": "/clusters/new/",

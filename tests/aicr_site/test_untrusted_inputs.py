@@ -103,6 +103,7 @@ ROUTES_WITHOUT_DOCUMENTS = {
         "api:cluster-detail",
         "api:run-detail",
         "api:run-ctrf",
+        "api:run-pointer",
         "clusters:list",
         "clusters:detail",
         "runs:list",
@@ -135,6 +136,7 @@ COMMANDS_WITHOUT_UNTRUSTED_FILES = {
     "write_v1_tree": "writes",
     "ensure_local_keys": "arguments only",
     "publish_runs": "reads only the database",
+    "push_run_evidence": "reads only the database; the registry's answers go through oci_push",
     "rotate_cluster_keys": "reads only the database",
 }
 
@@ -176,6 +178,7 @@ PARSE_SITES = {
     ),
     "validators_app/orchestrator/logs.py": (1, "pod log extras; any failure means no extras"),
     "validators_app/services/runs.py": (2, "the stored catalog, and this site's canonical YAML"),
+    "validators_app/services/publication.py": (1, "the statement this site's builder just wrote"),
     "validators_app/kubeconfig.py": (
         2,
         "event pass with depth, count, alias and overlong_number limits before the load",

@@ -3,12 +3,7 @@ registered keys, allowlists, API tokens."""
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import time
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -104,50 +99,7 @@ def api() -> Callable[..., Client]:
     return with_token
 
 
-# --- a real OCI registry (Debian's docker-registry) ------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``host:port`` of a throw-away registry (filesystem storage in a tmp dir)."""
-    binary = shutil.which("docker-registry") or "/usr/bin/docker-registry"
-    if not Path(binary).exists():
-        pytest.skip("Debian's docker-registry is not installed (apt-get install docker-registry)")
-    root = tmp_path_factory.mktemp("registry")
-    port = free_port()
-    config = root / "config.yml"
-    config.write_text(
-        "version: 0.1\n"
-        "log:\n  level: error\n"
-        f"storage:\n  filesystem:\n    rootdirectory: {root / 'data'}\n"
-        f"http:\n  addr: 127.0.0.1:{port}\n"
-    )
-    log = (root / "registry.log").open("wb")
-    process = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=log)
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(
-                        f"docker-registry did not start: {(root / 'registry.log').read_text()}"
-                    )
-                time.sleep(0.1)
-        yield f"127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        log.close()
+# --- pushing to the real OCI registry (``registry``, tests/conftest.py) -----------------------
 
 
 @pytest.fixture

@@ -413,3 +413,36 @@ def test_an_oci_artifact_whose_predicate_recipe_disagrees_with_recipe_yaml_is_re
     assert (log.failed_step, log.outcome) == ("manifest", "refused"), log.reason
     assert "it is the file's legacy digest" in log.reason
     assert not Evidence.objects.exists()
+
+
+@pytest.mark.parametrize("same_predicate", [True, False], ids=["same", "other-predicate"])
+def test_the_pushed_directory_may_carry_its_unsigned_recipe_statement(
+    oci: None,
+    push: Callable[..., str],
+    registry: str,
+    keyless: Callable[..., bytes],
+    example_recipe: Recipe,
+    django_capture_on_commit_callbacks: Any,
+    same_predicate: bool,
+) -> None:
+    """``aicr evidence publish`` pushes the directory with the statement it was emitted with
+    (subject ``recipe:<name>``) and signs a copy naming the artifact: the unsigned file must
+    say the same predicate about the recipe, no more."""
+    unsigned = v3_statement(example_recipe)
+    if not same_predicate:
+        unsigned["predicate"]["aicrVersion"] = "v9.9.9"
+    tag = "with-statement" if same_predicate else "other-statement"
+    ref = push(directory(unsigned), name="sb.tar.gz", media_type=ARCHIVE_MEDIA_TYPE, tag=tag)
+    signed = v3_statement(example_recipe)
+    artifact_subject(signed, name=ref.partition("@")[0], manifest_digest=ref.rpartition("@")[2])
+    attach_signature(registry, ref, keyless(signed))
+
+    log = _pull(ref, django_capture_on_commit_callbacks)
+
+    if same_predicate:
+        assert log.verdict == "verified", log.reason
+        assert Evidence.objects.get().oci_ref == ref
+    else:
+        assert (log.failed_step, log.outcome) == ("manifest", "refused"), log.reason
+        assert "statement.intoto.json: differs from the signed statement" in log.reason
+        assert not Evidence.objects.exists()

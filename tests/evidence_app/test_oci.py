@@ -25,7 +25,7 @@ from evidence_app.services.oci import (
     parse_oci_ref,
 )
 from recipes_app.models import Recipe
-from tests.evidence_app.conftest import BUNDLE_MEDIA_TYPE, free_port
+from tests.evidence_app.conftest import BUNDLE_MEDIA_TYPE
 from tests.evidence_factories import (
     FIRST_PARTY_IDENTITY,
     GITHUB_ISSUER,
@@ -33,6 +33,7 @@ from tests.evidence_factories import (
     signed_example_tarball,
     statement_for,
 )
+from tests.oci_registry import free_port
 from tests.sigstore_private import PrivateSigstore
 
 DIGEST = "sha256:" + "ab" * 32

@@ -23,8 +23,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from evidence_app.models import Evidence, UploadLog
 from evidence_app.services.tokens import token_create, user_with_role
 from recipes_app.models import Catalog, Recipe
-from tests.evidence_app.conftest import free_port
 from tests.evidence_factories import EvidenceFactory
+from tests.oci_registry import free_port
 from tests.validators_app.conftest import cluster_keys  # noqa: F401 (autouse fixture)
 from tests.validators_app.kubeconfigs import kubeconfig
 from validators_app.models import RunStatus, ValidationRun

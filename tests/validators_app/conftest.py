@@ -1,9 +1,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from cryptography.fernet import Fernet
+from django.core.cache import cache
+
+from evidence_app.corroborate.allowlist import source_slug
+from evidence_app.services import signers, trust_roots
+from tests.sigstore_private import PrivateSigstore
+from tests.sigstore_servers import OIDC_ISSUER, RUNS_IDENTITY, LoopbackSigstore, loopback_sigstore
 
 
 @pytest.fixture(autouse=True)
@@ -44,3 +51,48 @@ def eager() -> Iterator[None]:
     celery_app.conf.task_always_eager = True
     yield
     celery_app.conf.task_always_eager = saved
+
+
+# --- keyless signing against the tests' private Sigstore instance (loopback Fulcio, Rekor) ---
+
+
+@pytest.fixture(scope="module")
+def private_instance() -> PrivateSigstore:
+    return PrivateSigstore(name="aicr-dashboard-runs.test")
+
+
+@pytest.fixture
+def sigstore(private_instance: PrivateSigstore, settings: Any) -> Iterator[LoopbackSigstore]:
+    cache.clear()
+    with loopback_sigstore(private_instance) as running:
+        settings.SITE_SIGNING_KEY = ""  # keyless must not need (or fall back to) the site key
+        settings.SITE_SIGNING_LOCAL_KEY_FILE = None
+        settings.SITE_SIGSTORE_TRUST_CONFIG = running.client_trust_config()
+        settings.SITE_SIGSTORE_IDENTITY_TOKEN = running.oidc.token()
+        settings.SITE_SIGSTORE_IDENTITY_TOKEN_FILE = ""
+        settings.VALIDATION_IMAGE_REGISTRY = ""
+        settings.VALIDATION_IMAGE_TAG = ""
+        yield running
+
+
+@pytest.fixture
+def trusted(private_instance: PrivateSigstore) -> None:
+    """The site verifies what the private instance certifies, for the test OIDC issuer."""
+    trust_roots.trust_root_add(
+        name="runs private instance",
+        trusted_root_json=private_instance.trusted_root_json(),
+        accepted_issuers=OIDC_ISSUER,
+    )
+
+
+@pytest.fixture
+def runs_identity_allowlisted() -> None:
+    """The allowlist lists the test OIDC identity runs are signed with, as a community source."""
+    slug = source_slug(OIDC_ISSUER, RUNS_IDENTITY)
+    signers.allowlist_publish(
+        body=(
+            "schemaVersion: 1.0.0\nfirstParty: []\npartner: []\ncommunity:\n"
+            f"  - issuer: {OIDC_ISSUER}\n    source: {slug}\n    label: This site's runs\n"
+        ),
+        note="tests",
+    )

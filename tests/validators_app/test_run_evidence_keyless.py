@@ -2,57 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
-from django.core.cache import cache
 from django.test import Client
 
-from evidence_app.corroborate.allowlist import source_slug
 from evidence_app.models import Evidence, SigningKey
-from evidence_app.services import signers, trust_roots
 from recipes_app.models import Recipe
 from tests.consensus_reads import recipe_consensus_states
-from tests.sigstore_private import PrivateSigstore
-from tests.sigstore_servers import OIDC_ISSUER, RUNS_IDENTITY, LoopbackSigstore, loopback_sigstore
+from tests.sigstore_servers import OIDC_ISSUER, RUNS_IDENTITY, LoopbackSigstore
 from tests.validators_app.evidence_support import finished_run
 from tests.validators_app.runs_support import RECIPE
 from validators_app.services.evidence import PublishError, publish_run
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(scope="module")
-def private_instance() -> PrivateSigstore:
-    return PrivateSigstore(name="aicr-dashboard-runs.test")
-
-
-@pytest.fixture
-def sigstore(private_instance: PrivateSigstore, settings: Any) -> Iterator[LoopbackSigstore]:
-    cache.clear()
-    with loopback_sigstore(private_instance) as running:
-        settings.SITE_SIGNING_KEY = ""  # keyless must not need (or fall back to) the site key
-        settings.SITE_SIGNING_LOCAL_KEY_FILE = None
-        settings.SITE_SIGSTORE_TRUST_CONFIG = running.client_trust_config()
-        settings.SITE_SIGSTORE_IDENTITY_TOKEN = running.oidc.token()
-        settings.SITE_SIGSTORE_IDENTITY_TOKEN_FILE = ""
-        settings.VALIDATION_IMAGE_REGISTRY = ""
-        settings.VALIDATION_IMAGE_TAG = ""
-        yield running
-
-
-@pytest.fixture
-def trusted(private_instance: PrivateSigstore) -> None:
-    """The site verifies what the private instance certifies, for the test OIDC issuer."""
-    trust_roots.trust_root_add(
-        name="runs private instance",
-        trusted_root_json=private_instance.trusted_root_json(),
-        accepted_issuers=OIDC_ISSUER,
-    )
 
 
 @pytest.fixture
@@ -84,17 +50,8 @@ def test_a_run_is_signed_keyless_and_verified(
 
 
 def test_an_allowlisted_run_identity_counts_like_any_signer(
-    sigstore: LoopbackSigstore, trusted: None, recipe: Recipe
+    sigstore: LoopbackSigstore, trusted: None, runs_identity_allowlisted: None, recipe: Recipe
 ) -> None:
-    slug = source_slug(OIDC_ISSUER, RUNS_IDENTITY)
-    signers.allowlist_publish(
-        body=(
-            "schemaVersion: 1.0.0\nfirstParty: []\npartner: []\ncommunity:\n"
-            f"  - issuer: {OIDC_ISSUER}\n    source: {slug}\n    label: This site's runs\n"
-        ),
-        note="tests",
-    )
-
     evidence = publish_run(finished_run(recipe))
 
     assert evidence is not None

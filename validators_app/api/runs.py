@@ -1,5 +1,5 @@
 """Validation runs API: start (maintainers), list/filter and read (public), merged CTRF bytes,
-cancel (maintainers).
+the AICR pointer file of pushed evidence, cancel (maintainers).
 
 Views only translate HTTP; every workflow is a ``services.runs`` call. Reads never show a
 cluster's server or credentials: a run names its cluster by id, name and environment.
@@ -33,7 +33,7 @@ from aicr_site.parsers import BoundedJSONParser
 from evidence_app.api.serializers import ErrorSerializer
 from evidence_app.auth import HasRole
 from evidence_app.models import Role
-from validators_app.models import CheckRun, Cluster, RunStatus, ValidationRun
+from validators_app.models import CheckRun, Cluster, RunOciPublication, RunStatus, ValidationRun
 from validators_app.services import run_images, runs
 
 TAGS = ["runs"]
@@ -88,14 +88,46 @@ class ClusterRefSerializer(serializers.Serializer):
     environment = serializers.CharField()
 
 
+class OciPublicationSerializer(serializers.ModelSerializer):
+    """Where the run's evidence went in the OCI registry (``services.publication``)."""
+
+    pointer_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = RunOciPublication
+        fields = [
+            "state",
+            "repository",
+            "reference",
+            "oci_ref",
+            "referrer_digest",
+            "keyless",
+            "pointer_path",
+            "pointer_url",
+            "reason",
+            "attempts",
+            "pushed_at",
+            "updated_at",
+        ]
+
+    @extend_schema_field(serializers.URLField(allow_null=True))
+    def get_pointer_url(self, publication: RunOciPublication) -> str | None:
+        if not publication.pointer_yaml:
+            return None
+        request = self.context.get("request")
+        return reverse("api:run-pointer", args=[publication.run_id], request=request)
+
+
 class RunSerializer(serializers.ModelSerializer):
-    """A run with its checks; ``evidence`` once it was published."""
+    """A run with its checks; ``evidence`` once it was published; ``oci_publication`` once a
+    push to the site's OCI registry was tried."""
 
     cluster = serializers.SerializerMethodField()
     recipe = serializers.CharField(source="recipe.name")
     checks = CheckRunSerializer(many=True, read_only=True)
     images = serializers.SerializerMethodField()
     evidence = serializers.SerializerMethodField()
+    oci_publication = serializers.SerializerMethodField()
     ctrf_url = serializers.SerializerMethodField()
     url = serializers.SerializerMethodField()
 
@@ -119,6 +151,7 @@ class RunSerializer(serializers.ModelSerializer):
             "images",
             "evidence",
             "publish_error",
+            "oci_publication",
             "ctrf_url",
             "created_at",
             "started_at",
@@ -151,6 +184,37 @@ class RunSerializer(serializers.ModelSerializer):
             "id": run.evidence_id,
             "url": reverse("api:evidence-detail", args=[run.evidence_id], request=request),
         }
+
+    # Inline for the same reason as ``evidence``: "nullable" beside a $ref is ignored.
+    @extend_schema_field(
+        {
+            "type": "object",
+            "nullable": True,
+            "description": "Where the run's evidence went in the OCI registry, once a push "
+            "was tried: `state` pushed | failed | skipped, the pinned `oci_ref`, the AICR "
+            "pointer (`pointer_path`, `pointer_url`) for keyless evidence, or the `reason`.",
+            "properties": {
+                "state": {"type": "string", "enum": ["pushed", "failed", "skipped"]},
+                "repository": {"type": "string"},
+                "reference": {"type": "string"},
+                "oci_ref": {"type": "string"},
+                "referrer_digest": {"type": "string"},
+                "keyless": {"type": "boolean"},
+                "pointer_path": {"type": "string"},
+                "pointer_url": {"type": "string", "format": "uri", "nullable": True},
+                "reason": {"type": "string"},
+                "attempts": {"type": "integer"},
+                "pushed_at": {"type": "string", "format": "date-time", "nullable": True},
+                "updated_at": {"type": "string", "format": "date-time"},
+            },
+            "required": ["state", "oci_ref", "pointer_url", "reason"],
+        }
+    )
+    def get_oci_publication(self, run: ValidationRun) -> dict[str, Any] | None:
+        publication = _publication_of(run)
+        if publication is None:
+            return None
+        return dict(OciPublicationSerializer(publication, context=self.context).data)
 
     @extend_schema_field(serializers.URLField(allow_null=True))
     def get_ctrf_url(self, run: ValidationRun) -> str | None:
@@ -219,6 +283,7 @@ class RunViewSet(
         checks = Prefetch("checks", queryset=CheckRun.objects.defer("stdout").order_by("position"))
         return (
             ValidationRun.objects.for_listing()
+            .select_related("oci_publication")
             .prefetch_related(checks)
             .order_by("-created_at", "-pk")
         )
@@ -334,6 +399,58 @@ class RunCtrfView(APIView):
         return response
 
 
+def _publication_of(run: ValidationRun) -> RunOciPublication | None:
+    try:
+        return run.oci_publication
+    except RunOciPublication.DoesNotExist:
+        return None
+
+
+class RunPointerView(APIView):
+    """The pointer file AICR's repository takes for a run's pushed, keyless evidence."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        summary="AICR pointer file of a run",
+        description="The `recipes/evidence/<recipe>/<src>/sha256-<digest>.yaml` file for a pull "
+        "request to AICR's repository, written once the run's evidence was pushed to the "
+        "site's OCI registry, signed keyless, and read back verified. The `X-Pointer-Path` "
+        "header says where it goes. 404 with the reason when there is none (not pushed, the "
+        "push failed, key-signed evidence, a simulated cluster).",
+        responses={
+            (200, "application/yaml"): OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                description="The pointer file: a YAML mapping of AICR's pointer schema 1.0.0.",
+            ),
+            404: ErrorSerializer,
+        },
+        tags=TAGS,
+    )
+    def get(self, request: Request, pk: int) -> HttpResponse:
+        run = get_object_or_404(ValidationRun.objects.only("pk", "evidence"), pk=pk)
+        publication = RunOciPublication.objects.filter(run=run).first()
+        if publication is None or not publication.pointer_yaml:
+            return Response({"detail": _no_pointer_reason(run, publication)}, status=404)
+        response = HttpResponse(publication.pointer_yaml, content_type="application/yaml")
+        filename = publication.pointer_path.rpartition("/")[2]
+        response["Content-Disposition"] = f'attachment; filename="{filename}"'
+        response["X-Pointer-Path"] = publication.pointer_path
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
+
+
+def _no_pointer_reason(run: ValidationRun, publication: RunOciPublication | None) -> str:
+    if publication is not None:
+        return f"run #{run.pk} has no pointer: {publication.reason or publication.state}"
+    if run.evidence_id is None:
+        return f"run #{run.pk} has no published evidence to point at"
+    return (
+        f"run #{run.pk}'s evidence was not pushed to an OCI registry "
+        "(RUN_EVIDENCE_OCI_REPOSITORY is not set, or `manage.py push_run_evidence` has not run)"
+    )
+
+
 def _no_ctrf_reason(run: ValidationRun) -> str:
     if run.status in (RunStatus.QUEUED, RunStatus.RUNNING):
         return f"run #{run.pk} is {run.status}: its CTRF report exists once it finishes"
@@ -344,4 +461,4 @@ def _no_ctrf_reason(run: ValidationRun) -> str:
     return f"run #{run.pk} has no CTRF report"
 
 
-__all__ = ["RunCtrfView", "RunViewSet"]
+__all__ = ["RunCtrfView", "RunPointerView", "RunViewSet"]

@@ -155,7 +155,7 @@ def bundle_input(run: ValidationRun) -> BundleInput:
     )
 
 
-def _sign(statement: bytes) -> bytes:
+def site_sign(statement: bytes) -> bytes:
     """Keyless when an identity token is configured (``services.keyless``), else the site key.
 
     A keyless failure is reported, never silently replaced by the site key: the operator
@@ -178,7 +178,7 @@ def run_bundle(run: ValidationRun) -> bytes:
         bundle = build_summary_bundle(bundle_input(run))
     except BundleError as exc:
         raise PublishError(str(exc)) from None
-    return summary_tarball(bundle.files, _sign(bundle.statement))
+    return summary_tarball(bundle.files, site_sign(bundle.statement))
 
 
 def publish_run(run: ValidationRun) -> Evidence | None:

@@ -12,8 +12,6 @@ roots like any keyless upload, and classifies the identity against the allowlist
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import requests
 from django.conf import settings
 from sigstore import dsse
@@ -23,6 +21,8 @@ from sigstore.errors import Error as SigstoreError
 from sigstore.models import ClientTrustConfig
 from sigstore.oidc import ExpiredIdentity, IdentityToken
 from sigstore.sign import SigningContext
+
+from aicr_site.lib.env import SecretFileError, read_secret_file
 
 MAX_TOKEN_CHARS = 16 * 1024
 
@@ -50,15 +50,11 @@ def identity_token() -> str:
     if token or not path:
         return token
     try:
-        with Path(path).open(encoding="utf-8") as handle:
-            token = handle.read(MAX_TOKEN_CHARS + 1).strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KeylessSigningError(
-            f"SITE_SIGSTORE_IDENTITY_TOKEN_FILE cannot be read ({type(exc).__name__})"
-        ) from None
-    if not token or len(token) > MAX_TOKEN_CHARS:
-        raise KeylessSigningError("SITE_SIGSTORE_IDENTITY_TOKEN_FILE holds no usable token")
-    return token
+        return read_secret_file(
+            path, setting="SITE_SIGSTORE_IDENTITY_TOKEN_FILE", max_chars=MAX_TOKEN_CHARS
+        )
+    except SecretFileError as exc:
+        raise KeylessSigningError(str(exc)) from None
 
 
 def _trust_config() -> ClientTrustConfig:

@@ -556,8 +556,10 @@ def run_finish(*, claim: Claim, outcome: orchestrator.RunOutcome) -> ValidationR
 
 
 def run_publish(*, run: ValidationRun) -> ValidationRun:
-    """Publish a finished run as signed evidence (``services.evidence.publish_run``); a failure
-    is recorded on ``run.publish_error`` and logged, the run's status stays."""
+    """Publish a finished run as signed evidence (``services.evidence.publish_run``), then push
+    it to the OCI registry when one is configured (``services.publication``); a failure is
+    recorded (``run.publish_error``, the push's own record) and logged, the run's status
+    stays."""
     try:
         from validators_app.services.evidence import publish_run
 
@@ -571,6 +573,10 @@ def run_publish(*, run: ValidationRun) -> ValidationRun:
         return run
     run.evidence, run.publish_error = evidence, ""
     run.save(update_fields=["evidence", "publish_error"])
+    if evidence is not None:
+        from validators_app.services.publication import push_run_evidence
+
+        push_run_evidence(run)  # never raises; a failed push is stored on the run, retryable
     return run
 
 
