@@ -38,3 +38,9 @@ def outcome(
         extra={},
         job_name=f"aicr-{name}-00000000",
     )
+
+
+def publish_nothing(monkeypatch: Any) -> None:
+    """Evidence is EVIDENCE's test: the publisher records no evidence, so ``run_publish``
+    still takes a ``publishing`` run to its verdict (with neither evidence nor an error)."""
+    monkeypatch.setattr("validators_app.services.evidence.publish_run", lambda run: None)

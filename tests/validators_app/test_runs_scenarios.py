@@ -19,7 +19,7 @@ from django.test import Client
 
 from aicr_site.celery import app as celery_app
 from tests.k8s_sim import SCENARIOS, SimulatedCluster
-from tests.validators_app.runs_support import RECIPE
+from tests.validators_app.runs_support import RECIPE, publish_nothing
 from validators_app.models import CheckStatus, RunStatus, ValidationRun
 from validators_app.services import clusters, runs
 
@@ -63,7 +63,7 @@ def eager() -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def _no_publishing(monkeypatch: pytest.MonkeyPatch) -> None:
     # Publishing is EVIDENCE's (tests/validators_app/test_run_evidence.py, and the worker test).
-    monkeypatch.setattr(runs, "run_publish", lambda run: run)
+    publish_nothing(monkeypatch)
 
 
 def run_on(
