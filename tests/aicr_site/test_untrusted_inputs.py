@@ -167,7 +167,9 @@ PARSE_SITES = {
     "validators_app/orchestrator/kube.py": (
         2,
         "API server responses, capped in bytes and time by aicr_site.lib.outbound; a gzip "
-        "or deflate answer is inflated by kube.py with its output capped at the same limit",
+        "or deflate answer is inflated by kube.py with its output capped at the same limit; "
+        "ValueError/RecursionError are InvalidAnswer (test_orchestrator_semantics.py feeds "
+        "the JSON and COMPRESSED corpus)",
     ),
     "validators_app/orchestrator/run.py": (
         1,

@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from aicr_site.lib import outbound
+from tests import hostile_corpus
 from tests.k8s_sim import ApiFaults, SimulatedCluster
 from tests.validators_app.kubeconfigs import kubeconfig
 from tests.validators_app.test_orchestrator_sim import (
@@ -167,27 +168,31 @@ def test_the_retry_loop_heartbeats_and_polls_between_attempts() -> None:
     assert len(calls) >= 3  # before each of the 3 retries, and during their sleeps
 
 
-# --- Content-Encoding ----------------------------------------------------------------------------
+# --- Content-Encoding and other hostile answers ----------------------------------------------
 
 CAP = 1024 * 1024
-BOMB = gzip.compress(b"0" * (10 * 1024 * 1024))  # 10 MiB of zeros in ~10 KiB
 
 
 @contextmanager
 def hostile_server() -> Iterator[str]:
-    """Answers every GET with a gzip body the client never asked for: a bomb, or small JSON."""
+    """Answers ``/compressed/<member>`` with that ``hostile_corpus.COMPRESSED`` member (its
+    ``Content-Encoding``, unasked), ``/json/<member>`` with a ``hostile_corpus.JSON`` member,
+    ``/small`` with a small gzip JSON answer."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            if self.path.startswith("/small"):
-                body, encoding = gzip.compress(b'{"kind": "ConfigMap"}'), "gzip"
-            elif self.path.startswith("/brotli"):
-                body, encoding = b"\x0b\x02\x80{}\x03", "br"
+            kind, _, member = self.path.split("?")[0].strip("/").partition("/")
+            member = member.split("/")[0]
+            if kind == "compressed":
+                encoding, body = hostile_corpus.COMPRESSED[member]
+            elif kind in ("json", "json-error"):
+                encoding, body = "", hostile_corpus.JSON[member]
             else:
-                body, encoding = BOMB, "gzip"
-            self.send_response(200)
+                encoding, body = "gzip", gzip.compress(b'{"kind": "ConfigMap"}')
+            self.send_response(500 if kind == "json-error" else 200)
             self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Encoding", encoding)
+            if encoding:
+                self.send_header("Content-Encoding", encoding)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -204,7 +209,7 @@ def hostile_server() -> Iterator[str]:
         server.server_close()
 
 
-@contextmanager
+@pytest.fixture(scope="module")
 def capped_kube() -> Iterator[Kube]:
     """A Kube over the site's pinned client, each answer capped at ``CAP`` bytes."""
     with (
@@ -218,18 +223,77 @@ def capped_kube() -> Iterator[Kube]:
         yield Kube(api, FAST)
 
 
-def test_a_gzip_bomb_answer_is_refused_by_the_decoded_cap() -> None:
-    assert len(BOMB) < CAP  # the wire cap alone lets it through
-    with capped_kube() as kube:
-        assert kube.max_answer_bytes == CAP
+def test_a_gzip_bomb_answer_is_refused_by_the_decoded_cap(capped_kube: Kube) -> None:
+    bomb = hostile_corpus.COMPRESSED["gzip-bomb"][1]
+    assert len(bomb) < CAP  # the wire cap alone lets it through
+    assert capped_kube.max_answer_bytes == CAP
+    with pytest.raises(ApiUnavailable) as refused:
+        capped_kube.get("read ConfigMap", "/compressed/gzip-bomb")
+    assert str(refused.value) == (
+        f"read ConfigMap: the gzip answer decompresses to more than the limit of {CAP} bytes"
+    )
+    # A pod log (kept by its tail otherwise) is refused the same way, by name.
+    with pytest.raises(ApiUnavailable, match="the gzip answer decompresses to more than"):
+        capped_kube.call("read validator log", "GET", "/compressed/gzip-bomb", raw=True)
+    # A small compressed answer is decoded as usual.
+    assert capped_kube.get("read ConfigMap", "/small") == {"kind": "ConfigMap"}
+
+
+@pytest.mark.parametrize("member", sorted(hostile_corpus.COMPRESSED))
+def test_every_hostile_compressed_answer_is_refused_by_name(capped_kube: Kube, member: str) -> None:
+    encoding = hostile_corpus.COMPRESSED[member][0]
+    for raw in (False, True):  # a JSON answer, and a log's
         with pytest.raises(ApiUnavailable) as refused:
-            kube.get("read ConfigMap", "/api/v1/namespaces/x/configmaps/bomb")
-        assert str(refused.value) == (
-            f"read ConfigMap: the gzip answer decompresses to more than the limit of {CAP} bytes"
-        )
-        with pytest.raises(ApiUnavailable, match="the gzip answer decompresses to more than"):
-            kube.log("read validator log", "x", "pod", "validator")
-        # A small compressed answer is decoded as usual.
-        assert kube.get("read ConfigMap", "/small") == {"kind": "ConfigMap"}
-        with pytest.raises(ApiUnavailable, match="Content-Encoding 'br', which is not decoded"):
-            kube.get("read ConfigMap", "/brotli")
+            capped_kube.call("read it", "GET", f"/compressed/{member}", raw=raw)
+        reason = str(refused.value)
+        assert reason.startswith(f"read it: the {encoding} answer") or reason == (
+            f"read it: the answer has Content-Encoding {encoding!r}, which is not decoded here"
+        ), reason
+
+
+#: What a JSON corpus member answered by a cluster becomes: refused by name, or (a document
+#: Python's JSON reads without harm) parsed.
+JSON_ANSWERS = {
+    "big-integer": "the answer is not usable JSON (ValueError)",
+    "big-float": None,
+    "deep-array-nesting": "the answer is not usable JSON (RecursionError)",
+    "deep-object-nesting": "the answer is not usable JSON (RecursionError)",
+    "unclosed-nesting": "the answer is not usable JSON (RecursionError)",
+    "nan": None,
+    "nul": None,
+    "lone-surrogate": None,
+    "not-utf8": "the answer is not usable JSON (UnicodeDecodeError)",
+    "binary": "the answer is not usable JSON (JSONDecodeError)",
+    "huge-string": f"the answer is over the limit of {CAP} bytes",
+}
+
+
+def test_the_json_answer_table_covers_the_corpus() -> None:
+    assert set(JSON_ANSWERS) == set(hostile_corpus.JSON)
+
+
+@pytest.mark.parametrize("member", sorted(hostile_corpus.JSON))
+def test_every_hostile_json_answer_is_parsed_or_refused_by_name(
+    capped_kube: Kube, member: str
+) -> None:
+    reason = JSON_ANSWERS[member]
+    if reason is None:
+        assert isinstance(capped_kube.get("read it", f"/json/{member}"), dict)
+        return
+    with pytest.raises(ApiUnavailable) as refused:
+        capped_kube.get("read it", f"/json/{member}")
+    assert str(refused.value) == f"read it: {reason}"
+
+
+@pytest.mark.parametrize("member", sorted(hostile_corpus.JSON))
+def test_every_hostile_json_error_answer_is_retried_then_refused_by_name(
+    capped_kube: Kube, member: str
+) -> None:
+    with pytest.raises(ApiUnavailable) as refused:
+        capped_kube.get("read it", f"/json-error/{member}")
+    reason = str(refused.value)
+    if member == "huge-string":  # past the wire cap: refused at once, not retried
+        assert reason == f"read it: the answer is over the limit of {CAP} bytes"
+        return
+    assert reason.startswith("read it: Kubernetes API still failing after 4 attempt(s): HTTP 500")
+    assert len(reason) < 800  # the body is quoted by its start at most

@@ -71,6 +71,11 @@ class AlreadyExists(KubeError):
     """409 from the API server on create."""
 
 
+class InvalidAnswer(outbound.OutboundError):
+    """A 2xx answer that is not a JSON document this client can use (too deep, not UTF-8, a
+    number past Python's digit limit, not JSON): refused, not retried, never echoed."""
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     attempts: int = 8
@@ -103,7 +108,8 @@ def describe(exc: BaseException) -> str:
         try:
             body = json.loads(exc.body or "")
             detail = body.get("message", "") if isinstance(body, dict) else ""
-        except ValueError:
+            detail = detail[:500] if isinstance(detail, str) else ""
+        except (ValueError, RecursionError):  # a hostile error body: quote its start only
             detail = (exc.body or "")[:200]
         return f"HTTP {exc.status} {exc.reason or ''}".strip() + (f": {detail}" if detail else "")
     if isinstance(exc, outbound.OutboundError):
@@ -179,7 +185,12 @@ class Kube:
             )
             exc.headers = resp.headers  # Retry-After
             raise exc
-        return json.loads(data) if data else None
+        if not data:
+            return None
+        try:
+            return json.loads(data)
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+            raise InvalidAnswer(f"the answer is not usable JSON ({type(exc).__name__})") from None
 
     def call(self, what: str, method: str, path: str, **kwargs: Any) -> Any:
         """One API call with retries; NotFound for 404, ApiUnavailable when it keeps failing."""
@@ -327,6 +338,8 @@ def _decoded(raw: Any, cap: int) -> Iterator[bytes]:
     except zlib.error as exc:
         raise outbound.OutboundError(f"the {encoding} answer is not valid: {exc}") from None
     rest = inflate.flush()
+    if not inflate.eof:
+        raise outbound.OutboundError(f"the {encoding} answer is truncated")
     if total + len(rest) > cap:
         raise outbound.AnswerTooLarge(
             f"the {encoding} answer decompresses to more than the limit of {cap} bytes"
