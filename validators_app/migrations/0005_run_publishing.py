@@ -1,17 +1,13 @@
 """A run stays ``publishing`` (its verdict stored) until its evidence or publish error is
 recorded; see services/runs.py ``run_publish``."""
 
-from django.conf import settings
 from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evidence_app', '0009_pointers'),
-        ('recipes_app', '0006_consensus_rules'),
-        ('validators_app', '0002_validation_runs'),
-        migrations.swappable_dependency(settings.AUTH_USER_MODEL),
+        ("validators_app", "0002_validation_runs"),
     ]
 
     operations = [
