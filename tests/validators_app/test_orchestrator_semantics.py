@@ -22,7 +22,7 @@ import pytest
 
 from aicr_site.lib import outbound
 from tests import hostile_corpus
-from tests.k8s_sim import ApiFaults, SimulatedCluster
+from tests.k8s_sim import RESOURCES_BY_PLURAL, ApiFaults, SimulatedCluster
 from tests.validators_app.kubeconfigs import kubeconfig
 from tests.validators_app.test_orchestrator_sim import (
     FAST,
@@ -37,7 +37,7 @@ from tests.validators_app.test_orchestrator_sim import (
     steady,
 )
 from validators_app import kubeconfig as kubeconfig_module
-from validators_app.orchestrator import RetryPolicy, run_validation
+from validators_app.orchestrator import RetryPolicy, agent, run_validation
 from validators_app.orchestrator.kube import ApiUnavailable, Kube
 from validators_app.orchestrator.plan import job_name
 
@@ -297,3 +297,33 @@ def test_every_hostile_json_error_answer_is_retried_then_refused_by_name(
         return
     assert reason.startswith("read it: Kubernetes API still failing after 4 attempt(s): HTTP 500")
     assert len(reason) < 800  # the body is quoted by its start at most
+
+
+def test_a_cancel_is_seen_while_an_old_agent_job_is_still_being_deleted() -> None:
+    # An earlier agent Job held by a finalizer (a controller's, not removed): its deletion does
+    # not finish, so the run polls for up to 30 s before it can start its own agent; a cancel
+    # must not wait that out.
+    with SimulatedCluster(steady("healthy-h100-eks")) as cluster:
+        cluster.store.create(RESOURCES_BY_PLURAL["namespaces"], "", {"metadata": {"name": NS}})
+        held = agent.job(NS, "registry.invalid/aicr:old", {})
+        held["metadata"]["finalizers"] = ["example.com/hold"]
+        cluster.store.create(RESOURCES_BY_PLURAL["jobs"], NS, held)
+
+        def agent_reads() -> int:
+            path = f"/jobs/{agent.AGENT_JOB}"
+            return sum(1 for m, p in cluster.requests if m == "GET" and p.endswith(path))
+
+        class CancelWhileAwaiting(Hooks):
+            def cancel_requested(self) -> bool:
+                return agent_reads() >= 3
+
+        outcome = run_validation(
+            _api(cluster), _spec(phases=("deployment",)), CancelWhileAwaiting(), retry=FAST
+        )
+        left = cluster.objects("Job", NS)
+    assert outcome.status == "cancelled"
+    assert agent_reads() == 3  # polled until the cancel, not for 30 s
+    created = [p for m, p in cluster.requests if m == "POST" and p.endswith(f"{NS}/jobs")]
+    assert created == []  # no new agent was started
+    # The held Job is still there, marked for deletion: finalizers are honoured.
+    assert [j["metadata"].get("deletionTimestamp") is not None for j in left] == [True]

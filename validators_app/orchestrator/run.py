@@ -664,6 +664,7 @@ class _Run:
         deadline = started + timeout_s
         delay = 0.01
         while self.kube.get("await deletion", path) is not None and time.monotonic() < deadline:
+            self._between_attempts()  # up to 30 s: heartbeat, and let a cancel in
             pause(delay)
             delay = _poll_interval(time.monotonic() - started, delay)
 
