@@ -140,7 +140,8 @@ def _runs_by_status() -> GaugeMetricFamily:
 
     runs = GaugeMetricFamily(
         "aicr_validation_runs",
-        "Validation runs by status (queued/running: waiting for or on a validation worker).",
+        "Validation runs by status (queued/running: waiting for or on a validation worker; "
+        "publishing: verdict reached, evidence being published).",
         labels=["status"],
     )
     counts = dict(ValidationRun.objects.values_list("status").annotate(n=Count("pk")).order_by())

@@ -5,6 +5,9 @@ line of Python and a diff of it would be unreadable."""
 
 from __future__ import annotations
 
+import gzip
+import zlib
+
 DEPTH = 5_000
 DIGITS = 5_000  # past Python's 4,300-digit int() limit
 HUGE = 3 * 1024 * 1024  # past every body and document cap
@@ -44,6 +47,20 @@ JSON: dict[str, bytes] = {
     "not-utf8": b'{"x": "\xff"}',
     "binary": bytes(range(256)) * 4,
     "huge-string": b'{"x": "' + b"a" * HUGE + b'"}',
+}
+
+
+#: Compressed answers a peer sends unasked (``Content-Encoding`` → body): each decodes past
+#: every answer cap, is not what its encoding says, or is in an encoding nobody asked for.
+_ZEROS = b"0" * (10 * 1024 * 1024)  # 10 MiB, compressing to about 10 KiB
+COMPRESSED: dict[str, tuple[str, bytes]] = {
+    "gzip-bomb": ("gzip", gzip.compress(_ZEROS, 9)),
+    "gzip-bomb-in-members": ("gzip", gzip.compress(_ZEROS[: 1 << 20], 9) * 10),
+    "deflate-bomb": ("deflate", zlib.compress(_ZEROS, 9)),
+    "truncated-gzip": ("gzip", gzip.compress(b'{"kind": "Status"}')[:-12]),
+    "not-gzip": ("gzip", b'{"kind": "Status"}'),
+    "unasked-brotli": ("br", b"\x0b\x02\x80{}\x03"),
+    "unknown-encoding": ("x-hostile", b"{}"),
 }
 
 

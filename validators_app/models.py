@@ -85,13 +85,20 @@ PHASES = ("deployment", "conformance", "performance")  # AICR's default order (P
 class RunStatus(models.TextChoices):
     QUEUED = "queued"
     RUNNING = "running"
+    # The orchestrator's verdict (``ValidationRun.verdict``) is stored and its evidence is being
+    # published: the run shows passed/failed only together with its evidence or publish error.
+    PUBLISHING = "publishing"
     PASSED = "passed"
     FAILED = "failed"
     ERROR = "error"
     CANCELLED = "cancelled"
 
 
-ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
+# Still changing: pages and clients keep polling. A publishing run no longer uses its cluster.
+ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.PUBLISHING)
+# Using the cluster: at most one such run per cluster (a database constraint), cancellable.
+CLUSTER_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
+VERDICT_STATUSES = (RunStatus.PASSED, RunStatus.FAILED)
 FINISHED_RUN_STATUSES = (RunStatus.PASSED, RunStatus.FAILED, RunStatus.ERROR, RunStatus.CANCELLED)
 
 
@@ -120,6 +127,10 @@ def _digest_field(reporter: str) -> models.CharField:
 class ValidationRunQuerySet(models.QuerySet["ValidationRun"]):
     def active(self) -> ValidationRunQuerySet:
         return self.filter(status__in=ACTIVE_RUN_STATUSES)
+
+    def on_cluster(self) -> ValidationRunQuerySet:
+        """Runs using their cluster (the one-active-run-per-cluster constraint's rows)."""
+        return self.filter(status__in=CLUSTER_RUN_STATUSES)
 
     def for_listing(self) -> ValidationRunQuerySet:
         """What list pages and the API list show, without the large text and byte columns."""
@@ -174,6 +185,12 @@ class ValidationRun(models.Model):
         related_name="validation_runs",
     )
     publish_error = models.TextField(blank=True, help_text="Why publishing as evidence failed.")
+    verdict = models.CharField(
+        max_length=10,
+        blank=True,
+        choices=[(s.value, s.label) for s in VERDICT_STATUSES],
+        help_text="The orchestrator's passed/failed, stored while the run is publishing.",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -197,6 +214,8 @@ class ValidationRun(models.Model):
         ordering = ("-created_at", "-pk")
         constraints = [
             # Two concurrent starts on one cluster: the database lets exactly one in.
+            # ``publishing`` is not in it: publishing touches only this site's database and
+            # evidence store, so the next run on the cluster need not wait for it.
             models.UniqueConstraint(
                 fields=["cluster"],
                 condition=models.Q(status__in=["queued", "running"]),
@@ -204,7 +223,15 @@ class ValidationRun(models.Model):
             ),
             models.CheckConstraint(
                 condition=models.Q(
-                    status__in=["queued", "running", "passed", "failed", "error", "cancelled"]
+                    status__in=[
+                        "queued",
+                        "running",
+                        "publishing",
+                        "passed",
+                        "failed",
+                        "error",
+                        "cancelled",
+                    ]
                 ),
                 name="validationrun_status_valid",
             ),
@@ -219,7 +246,17 @@ class ValidationRun(models.Model):
 
     @property
     def is_active(self) -> bool:
+        """Still changing (queued, running or publishing): pages keep refreshing."""
         return self.status in ACTIVE_RUN_STATUSES
+
+    @property
+    def is_cancellable(self) -> bool:
+        return self.status in CLUSTER_RUN_STATUSES
+
+    @property
+    def outcome_status(self) -> str:
+        """passed/failed once the orchestrator decided (also while publishing), else status."""
+        return self.verdict if self.status == RunStatus.PUBLISHING else self.status
 
     def phase_report_bytes(self) -> dict[str, bytes]:
         """phase → the exact bytes of ``ctrf/<phase>.json``."""

@@ -104,7 +104,7 @@ def _detail_context(request: HtmxHttpRequest, run: ValidationRun) -> dict[str, A
         "latest_log_check": latest,
         "latest_log": runs.log_tail(latest, LIVE_LOG_LINES) if latest else [],
         "page_log_lines": PAGE_LOG_LINES,
-        "can_cancel": run.is_active and not run.cancel_requested and can_manage(request.user),
+        "can_cancel": run.is_cancellable and not run.cancel_requested and can_manage(request.user),
         "contribution": None if run.is_active else run_contribution(run),
     }
 

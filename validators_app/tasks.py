@@ -27,6 +27,14 @@ def run_execute(run_id: int) -> str | None:
     return run.status if run is not None else None
 
 
+@shared_task(name="validators_app.tasks.run_publish", acks_late=True)
+def run_publish(run_id: int) -> str | None:
+    """Publish run ``run_id`` if it is still ``publishing`` (sent by the reaper when the
+    worker that finished it died mid-publish); its final status, or None."""
+    run = runs.run_publish_stalled(run_id=run_id)
+    return run.status if run is not None else None
+
+
 @shared_task(name="validators_app.tasks.runs_reap", acks_late=True)
 def runs_reap() -> int:
     """Beat, every VALIDATION_REAP_INTERVAL_SECONDS: re-enqueue runs whose worker died."""

@@ -452,6 +452,11 @@ class PinnedPoolManager(urllib3.PoolManager):
         self._limits = limits
         self.pool_classes_by_scheme = {"http": _PinnedHTTPPool, "https": _PinnedHTTPSPool}
 
+    @property
+    def limits(self) -> Limits:
+        """What each answer may cost (a reader that decodes a body caps its output by it)."""
+        return self._limits
+
     def _new_pool(
         self, scheme: str, host: str, port: int, request_context: dict[str, Any] | None = None
     ) -> HTTPConnectionPool:

@@ -168,8 +168,10 @@ PARSE_SITES = {
     "recipes_app/snapshot.py": (1, "the catalog snapshot write_catalog_snapshot wrote; capped"),
     "validators_app/orchestrator/kube.py": (
         2,
-        "API server responses, capped in bytes and time by aicr_site.lib.outbound "
-        "(a gzip answer still decompresses uncapped)",
+        "API server responses, capped in bytes and time by aicr_site.lib.outbound; a gzip "
+        "or deflate answer is inflated by kube.py with its output capped at the same limit; "
+        "ValueError/RecursionError are InvalidAnswer (test_orchestrator_semantics.py feeds "
+        "the JSON and COMPRESSED corpus)",
     ),
     "validators_app/orchestrator/run.py": (
         1,

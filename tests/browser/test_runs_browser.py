@@ -20,6 +20,7 @@ from playwright.sync_api import expect
 
 from evidence_app.models import Role
 from tests.k8s_sim import SCENARIOS, SimulatedCluster
+from tests.validators_app.runs_support import publish_nothing
 from validators_app.models import ValidationRun
 from validators_app.services import clusters, runs
 
@@ -42,7 +43,7 @@ def queued_ids(settings: Any, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     # The "worker" is a thread of this test: the web side only queues.
     queued: list[int] = []
     monkeypatch.setattr(runs, "_enqueue", queued.append)
-    monkeypatch.setattr(runs, "run_publish", lambda run: run)  # publishing: EVIDENCE's tests
+    publish_nothing(monkeypatch)
     return queued
 
 

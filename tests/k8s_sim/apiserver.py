@@ -73,9 +73,11 @@ class ApiServer:
         seed = scenario.api_faults.seed if scenario.api_faults else 0
         self._random = random.Random(seed)  # noqa: S311
 
-    def injected_fault(self, path: str) -> ApiError | None:
+    def injected_fault(self, method: str, path: str) -> ApiError | None:
         faults = self.scenario.api_faults
         if faults is None or (faults.path_contains and faults.path_contains not in path):
+            return None
+        if faults.methods and method not in faults.methods:
             return None
         with self._fault_lock:
             self._fault_seen += 1
@@ -169,7 +171,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = self._read_body()
             if path not in ("/healthz", "/livez", "/readyz"):
                 self._authenticate()
-                if fault := self.api.injected_fault(path):
+                if fault := self.api.injected_fault(method, path):
                     raise fault
             self._route(method, path, query, body)
         except ApiError as error:

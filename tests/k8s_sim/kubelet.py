@@ -606,14 +606,20 @@ class ControlPlane:
         self.store.mutate(PODS, namespace, name, mark)
 
     def delete_job(self, namespace: str, name: str, policy: str) -> dict[str, Any] | None:
-        """Returns the Job still present (Foreground) or None when it was removed now."""
-        if policy == "Foreground":
+        """Returns the Job still present (Foreground, or held by another finalizer, as any
+        object with finalizers is: it stays, marked, until they are removed) or None when it
+        was removed now."""
+        job = self.store.find(JOBS, namespace, name)
+        held = bool(job is not None and _foreign_finalizers(job))
+        if policy == "Foreground" or held:
 
             def mark(obj: dict[str, Any]) -> None:
-                if not obj["metadata"].get("deletionTimestamp"):
-                    obj["metadata"]["deletionTimestamp"] = rfc3339(datetime.now(UTC))
-                    obj["metadata"]["deletionGracePeriodSeconds"] = 0
-                    obj["metadata"]["finalizers"] = ["foregroundDeletion"]
+                meta = obj["metadata"]
+                if not meta.get("deletionTimestamp"):
+                    meta["deletionTimestamp"] = rfc3339(datetime.now(UTC))
+                    meta["deletionGracePeriodSeconds"] = 0
+                    if policy == "Foreground":  # added to the Job's own finalizers
+                        meta["finalizers"] = [*(meta.get("finalizers") or []), "foregroundDeletion"]
 
             return self.store.mutate(JOBS, namespace, name, mark)
         self.store.remove(JOBS, namespace, name)
@@ -654,8 +660,14 @@ class ControlPlane:
         for pod in pods:
             if not pod["metadata"].get("deletionTimestamp"):
                 self.delete_pod(namespace, pod["metadata"]["name"])
-        if not pods:
+        if not pods and not _foreign_finalizers(job):
             self.store.remove(JOBS, namespace, name)
+
+
+def _foreign_finalizers(job: Mapping[str, Any]) -> list[str]:
+    """Finalizers other than the garbage collector's: a controller (not simulated) holds the
+    Job until it removes them."""
+    return [f for f in job["metadata"].get("finalizers") or [] if f != "foregroundDeletion"]
 
 
 def _terminal(job: Mapping[str, Any]) -> bool:

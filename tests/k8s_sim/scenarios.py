@@ -34,13 +34,16 @@ class ApiFaults:
 
     ``first_n``: the first N matching requests fail; ``probability``: each later one fails with
     that chance (seeded, so a test is repeatable); ``path_contains``: only requests whose path
-    contains this string count (``""`` = all). 429 answers carry ``Retry-After``.
+    contains this string count (``""`` = all); ``methods``: only these HTTP methods count
+    (``()`` = all; e.g. ``("GET",)`` fails a Job's reads and watches, not its apply or delete).
+    429 answers carry ``Retry-After``.
     """
 
     status: int = 500
     first_n: int = 0
     probability: float = 0.0
     path_contains: str = ""
+    methods: tuple[str, ...] = ()
     retry_after_s: int = 1
     seed: int = 7
 

@@ -57,3 +57,9 @@ def run_on(
             run = runs.run_start(cluster=cluster, recipe_name=RECIPE, phases=phases)
         run.refresh_from_db()
         return run, sim
+
+
+def publish_nothing(monkeypatch: Any) -> None:
+    """Evidence is EVIDENCE's test: the publisher records no evidence, so ``run_publish``
+    still takes a ``publishing`` run to its verdict (with neither evidence nor an error)."""
+    monkeypatch.setattr("validators_app.services.evidence.publish_run", lambda run: None)

@@ -525,22 +525,6 @@ def test_cancel_during_the_snapshot_cleans_the_agent_up() -> None:
     ] == []
 
 
-def test_an_outage_mid_run_ends_as_error_with_the_reason_and_cleans_up() -> None:
-    scenario = replace(
-        steady("healthy-h100-eks"),
-        api_faults=ApiFaults(status=503, probability=1.0, path_contains=f"/namespaces/{NS}/pods"),
-    )
-    started = time.monotonic()
-    outcome, cluster = _run(scenario, phases=("deployment",))
-    assert outcome.status == "error"
-    assert outcome.error.startswith("list pods of aicr-operator-health-")
-    assert "still failing after 4 attempt(s): HTTP 503" in outcome.error
-    assert outcome.merged_report is None
-    assert time.monotonic() - started < 60  # bounded: no hang
-    assert sum(1 for r in cluster.request_log if r.status == 503) >= 4
-    assert [n for n in _leftovers(cluster, RUN_ID) if not n.startswith("Pod/")] == []
-
-
 def test_a_job_not_terminal_within_its_budget_is_other_with_aicrs_timeout_message(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

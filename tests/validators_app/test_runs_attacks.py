@@ -14,7 +14,7 @@ from django.test import Client
 
 from evidence_app.models import Role
 from evidence_app.services.tokens import token_create, user_with_role
-from tests.validators_app.runs_support import RECIPE, cluster_row, outcome
+from tests.validators_app.runs_support import RECIPE, cluster_row, outcome, publish_nothing
 from validators_app import orchestrator
 from validators_app.models import Cluster, RunStatus, ValidationRun
 from validators_app.services import runs
@@ -348,7 +348,7 @@ def test_cluster_bodies_that_are_not_json_objects_are_refused(
 def finished(
     cluster: Cluster, real_catalog: Any, django_capture_on_commit_callbacks: Any, monkeypatch: Any
 ) -> ValidationRun:
-    monkeypatch.setattr(runs, "run_publish", lambda run: run)
+    publish_nothing(monkeypatch)
     with django_capture_on_commit_callbacks(execute=False):
         run = runs.run_start(cluster=cluster, recipe_name=RECIPE, phases=["deployment"])
     claim = runs.run_claim(run_id=run.pk)
@@ -496,7 +496,7 @@ def test_nul_from_the_cluster_in_an_error_or_a_check_is_stored_as_u_fffd(
 ) -> None:
     """PostgreSQL text and jsonb cannot hold NUL; an agent log, an API server's message or a
     validator's termination message may. The run still ends, saying why."""
-    monkeypatch.setattr(runs, "run_publish", lambda run: run)
+    publish_nothing(monkeypatch)
     with django_capture_on_commit_callbacks(execute=False):
         run = runs.run_start(cluster=cluster, recipe_name=RECIPE, phases=["deployment"])
     claim = runs.run_claim(run_id=run.pk)

@@ -17,9 +17,8 @@ import pytest
 from django.test import Client
 
 from tests.k8s_sim import SCENARIOS
-from tests.validators_app.runs_support import run_on
+from tests.validators_app.runs_support import publish_nothing, run_on
 from validators_app.models import CheckStatus, RunStatus
-from validators_app.services import runs
 
 pytestmark = pytest.mark.django_db
 
@@ -54,7 +53,7 @@ EXPECTED: dict[str, tuple[list[str] | None, str, str, tuple[str, ...]]] = {
 @pytest.fixture(autouse=True)
 def _no_publishing(monkeypatch: pytest.MonkeyPatch) -> None:
     # Publishing is EVIDENCE's (tests/validators_app/test_run_evidence.py, and the worker test).
-    monkeypatch.setattr(runs, "run_publish", lambda run: run)
+    publish_nothing(monkeypatch)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

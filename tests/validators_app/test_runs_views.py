@@ -10,7 +10,7 @@ from django.test import Client
 
 from evidence_app.models import Role
 from evidence_app.services.tokens import user_with_role
-from tests.validators_app.runs_support import RECIPE, cluster_row, outcome
+from tests.validators_app.runs_support import RECIPE, cluster_row, outcome, publish_nothing
 from validators_app import orchestrator
 from validators_app.models import RunStatus, ValidationRun
 from validators_app.services import runs
@@ -33,7 +33,7 @@ def queued(real_catalog: Any, django_capture_on_commit_callbacks: Any) -> Valida
 
 
 def finish_failed(run: ValidationRun, monkeypatch: Any) -> ValidationRun:
-    monkeypatch.setattr(runs, "run_publish", lambda run: run)  # evidence is EVIDENCE's test
+    publish_nothing(monkeypatch)
     claim = runs.run_claim(run_id=run.pk)
     names = list(run.checks.values_list("name", flat=True))
     hostile = orchestrator.CheckOutcome(

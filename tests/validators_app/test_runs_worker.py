@@ -5,7 +5,11 @@ validation``) against Redis and PostgreSQL run validation runs on simulated clus
 * SIGKILL the worker mid-run: the reaper re-enqueues the run and a new worker resumes it at the
   check it was on (the in-flight Job is adopted by its deterministic name, not started twice);
   with no attempts left the run ends ``error`` saying why;
-* cancel deletes the Job in flight and the run's objects and ends the run ``cancelled``;
+* cancel deletes the Job in flight and the run's objects and ends the run ``cancelled``, also
+  while the worker is retrying against an API that keeps failing (the cancel wins);
+* an API that keeps failing while a check waits makes that check ``other`` and the run goes
+  on to its later checks (AICR's semantics), ending ``failed``;
+* a finished run is never seen without its evidence or publish error (``publishing`` first);
 * two concurrent starts on one cluster give one run.
 """
 
@@ -36,10 +40,11 @@ from tests.evidence_app.test_tasks_worker import (
     _redis_url,
     _reset_connections,
 )
-from tests.k8s_sim import SCENARIOS, SimulatedCluster
+from tests.k8s_sim import SCENARIOS, ApiFaults, SimulatedCluster
 from tests.k8s_sim.images import digest_of
 from tests.validators_app.runs_support import RECIPE
 from validators_app.models import PHASES, CheckStatus, Cluster, RunStatus, ValidationRun
+from validators_app.orchestrator import RetryPolicy
 from validators_app.services import clusters, runs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -153,7 +158,7 @@ def wait_for(
 def finished(run: ValidationRun) -> Callable[[], bool]:
     def check() -> bool:
         run.refresh_from_db()
-        return run.status not in (RunStatus.QUEUED, RunStatus.RUNNING)
+        return not run.is_active  # publishing is not finished: its evidence is on the way
 
     return check
 
@@ -204,18 +209,10 @@ def test_scenarios_on_a_real_worker_end_as_aicr_predicts_and_publish(
             wait_for(finished(run), f"run {name} to finish", logs=[worker])
             assert run.status == cases[name][1], (name, run.error)
             assert run.attempts == 1
+            # Seen the moment it is final: its evidence (or why there is none) is already there.
+            if run.status != RunStatus.ERROR:
+                assert run.evidence_id or run.publish_error, name
     passed = started["healthy-h100-eks"]
-
-    def published() -> bool:  # publishing follows the run's final status
-        for run in started.values():
-            run.refresh_from_db()
-        return all(
-            run.evidence_id or run.publish_error
-            for run in started.values()
-            if run.status != RunStatus.ERROR
-        )
-
-    wait_for(published, "the finished runs to be published", timeout=60, logs=[worker])
     assert passed.evidence is not None, passed.publish_error
     evidence = Evidence.objects.get(pk=passed.evidence_id)
     assert evidence.is_simulated
@@ -342,6 +339,82 @@ def test_cancel_deletes_the_job_in_flight_and_ends_cancelled(start_worker: Calla
             method == "DELETE" and path.split("?")[0].endswith(f"/jobs/{job}")
             for method, path in sim.requests
         )
+
+
+def _failing_job_gets(check: str) -> ApiFaults:
+    """Every GET of ``check``'s Job (its read and watch while waiting) answers 503."""
+    return ApiFaults(
+        status=503, probability=1.0, path_contains=f"/jobs/aicr-{check}-", methods=("GET",)
+    )
+
+
+def _refused(sim: SimulatedCluster) -> int:
+    return sum(1 for r in sim.request_log if r.status == 503)
+
+
+def test_cancel_while_the_worker_retries_a_failing_api_ends_cancelled(
+    start_worker: Callable,
+) -> None:
+    scenario = replace(
+        SCENARIOS["healthy-h100-eks"], api_faults=_failing_job_gets("expected-resources")
+    )
+    worker = start_worker()
+    with SimulatedCluster(scenario) as sim:
+        run = runs.run_start(
+            cluster=register(sim, "cancel-on-failures"), recipe_name=RECIPE, phases=["deployment"]
+        )
+        wait_for(lambda: _refused(sim) >= 2, "the worker retrying the Job's GET", logs=[worker])
+        runs.run_cancel(run=run)
+        wait_for(finished(run), "the cancelled run to end", timeout=60, logs=[worker])
+        assert run.status == RunStatus.CANCELLED, run.error
+        # The worker's retry policy allows 8 attempts; the cancel cut them short.
+        assert _refused(sim) < RetryPolicy().attempts
+        check = run.checks.get(name="expected-resources")
+        assert (check.status, check.message) == (
+            CheckStatus.OTHER,
+            "the run ended (cancelled) before this check finished",
+        )
+        assert run.checks.get(name="operator-health").status == CheckStatus.PASSED
+        assert list(run.checks.filter(status=CheckStatus.PENDING).values_list("name", flat=True))
+        jobs = [o["metadata"]["name"] for o in sim.objects("Job", "aicr-validation")]
+        assert check.job_name not in jobs
+        assert (run.ctrf, run.evidence) == (None, None)
+
+
+def test_a_check_whose_api_keeps_failing_is_other_and_the_later_checks_run(
+    start_worker: Callable,
+) -> None:
+    # The check's container runs 40 s of wall time (deadline 8m = 48 s at 0.1): still running
+    # when the worker's retries (about 16 s) give up, so HandleTimeout has no exit code.
+    scenario = replace(
+        SCENARIOS["healthy-h100-eks"],
+        time_scale=0.1,
+        check_seconds={"expected-resources": 400.0},
+        api_faults=_failing_job_gets("expected-resources"),
+    )
+    worker = start_worker()
+    with SimulatedCluster(scenario) as sim:
+        run = runs.run_start(
+            cluster=register(sim, "failing-check-api"), recipe_name=RECIPE, phases=["deployment"]
+        )
+        wait_for(finished(run), "the run to finish", logs=[worker])
+    assert run.status == RunStatus.FAILED, run.error
+    assert run.error == ""
+    statuses = dict(run.checks.values_list("name", "status"))
+    assert statuses == {
+        "operator-health": CheckStatus.PASSED,
+        "expected-resources": CheckStatus.OTHER,
+        "gpu-operator-version": CheckStatus.PASSED,
+        "check-nvidia-smi": CheckStatus.PASSED,
+    }
+    check = run.checks.get(name="expected-resources")
+    assert check.message.startswith(
+        f"validation failed: read job {check.job_name}: Kubernetes API still failing after "
+        f"{RetryPolicy().attempts} attempt(s): HTTP 503"
+    )
+    tests = json.loads(bytes(run.ctrf))["results"]["tests"]
+    assert [t["status"] for t in tests] == ["passed", "other", "passed", "passed"]
+    assert run.evidence_id or run.publish_error  # published with its verdict
 
 
 def test_two_concurrent_starts_on_one_cluster_give_one_run(

@@ -391,7 +391,7 @@ class RunCtrfView(APIView):
         run = get_object_or_404(
             ValidationRun.objects.only("pk", "status", "error", "ctrf", "aicr_run_id"), pk=pk
         )
-        if run.ctrf is None:
+        if run.ctrf is None or run.is_active:  # publishing: shown with its evidence, not before
             return Response({"detail": _no_ctrf_reason(run)}, status=status.HTTP_404_NOT_FOUND)
         response = HttpResponse(bytes(run.ctrf), content_type="application/json")
         response["Content-Disposition"] = f'inline; filename="ctrf-{run.aicr_run_id}.json"'
@@ -452,7 +452,9 @@ def _no_pointer_reason(run: ValidationRun, publication: RunOciPublication | None
 
 
 def _no_ctrf_reason(run: ValidationRun) -> str:
-    if run.status in (RunStatus.QUEUED, RunStatus.RUNNING):
+    if run.status == RunStatus.PUBLISHING:
+        return f"run #{run.pk} is publishing its evidence: its CTRF report is served once done"
+    if run.is_active:
         return f"run #{run.pk} is {run.status}: its CTRF report exists once it finishes"
     if run.status == RunStatus.ERROR:
         return f"run #{run.pk} ended in error, and AICR writes no CTRF report then: {run.error}"

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('validators_app', '0004_image_digests'),
+        ('validators_app', '0005_run_publishing'),
     ]
 
     operations = [

@@ -6,7 +6,17 @@ renders (server-side apply needs ``application/apply-patch+yaml`` with the objec
 Watches use ``kubernetes.watch.Watch``.
 
 Every call retries 429, 5xx and transport errors with exponential backoff, bounded in attempts
-and in total time; then ``ApiUnavailable`` carries the reason that ends the run as ``error``.
+and in total time; then ``ApiUnavailable`` carries the reason (the caller decides what it
+costs: a check ``other`` while waiting for its Job, the run ``error`` elsewhere, as in AICR).
+Between attempts, and every ``RetryPolicy.poll_s`` of a backoff sleep, the retry loop calls the
+``between_attempts`` callback the caller gave: the run heartbeats and sees a cancel there, so a
+cancel wins over a failing API within one poll instead of after the last attempt. Whatever the
+callback raises ends the call unchanged (this module knows nothing of runs or Django).
+
+Answer bodies are read with a byte cap after decoding: ``Content-Encoding: gzip``/``deflate``
+is inflated here, bounded in output (``AnswerTooLarge`` names the cap), because the transport
+cap (``aicr_site.lib.outbound``) counts bytes on the wire, which a gzip bomb keeps tiny; any
+other encoding is refused by name.
 """
 
 from __future__ import annotations
@@ -14,7 +24,8 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable, Generator, Mapping
+import zlib
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -38,6 +49,10 @@ __all__ = [
 _AUTH = ["BearerToken"]
 TRANSPORT_FAILURE = "not reachable (connection refused, timed out, dropped or failed TLS)"
 _MAX_LOG_BYTES = 32 * 1024 * 1024  # keep the tail of a bigger log (the CTRF keeps 1000 lines)
+# Decoded bytes one answer may have when the client does not say (CLUSTER_MAX_ANSWER_BYTES'
+# default); a client from ``outbound.kubernetes_api_client`` carries its own ``Limits``.
+DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024
+_CHUNK = 1 << 16
 
 
 class KubeError(RuntimeError):
@@ -56,6 +71,11 @@ class AlreadyExists(KubeError):
     """409 from the API server on create."""
 
 
+class InvalidAnswer(outbound.OutboundError):
+    """A 2xx answer that is not a JSON document this client can use (too deep, not UTF-8, a
+    number past Python's digit limit, not JSON): refused, not retried, never echoed."""
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     attempts: int = 8
@@ -63,6 +83,7 @@ class RetryPolicy:
     max_delay_s: float = 5.0
     total_s: float = 60.0
     request_timeout: tuple[float, float] = (10.0, 60.0)  # connect, read
+    poll_s: float = 0.25  # longest backoff sleep between two ``between_attempts`` calls
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -87,7 +108,8 @@ def describe(exc: BaseException) -> str:
         try:
             body = json.loads(exc.body or "")
             detail = body.get("message", "") if isinstance(body, dict) else ""
-        except ValueError:
+            detail = detail[:500] if isinstance(detail, str) else ""
+        except (ValueError, RecursionError):  # a hostile error body: quote its start only
             detail = (exc.body or "")[:200]
         return f"HTTP {exc.status} {exc.reason or ''}".strip() + (f": {detail}" if detail else "")
     if isinstance(exc, outbound.OutboundError):
@@ -100,11 +122,35 @@ def describe(exc: BaseException) -> str:
 
 
 class Kube:
-    """JSON REST helpers for the handful of resources a run touches."""
+    """JSON REST helpers for the handful of resources a run touches.
 
-    def __init__(self, api: client.ApiClient, retry: RetryPolicy | None = None) -> None:
+    ``between_attempts`` (settable: a caller may switch it off for its cleanup) is called
+    before every retry and during backoff sleeps; see the module docstring.
+    """
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        retry: RetryPolicy | None = None,
+        *,
+        between_attempts: Callable[[], None] | None = None,
+    ) -> None:
         self.api = api
         self.retry = retry or RetryPolicy()
+        self.between_attempts = between_attempts
+        limits = getattr(api.rest_client.pool_manager, "limits", None)
+        self.max_answer_bytes: int = getattr(limits, "max_answer_bytes", DEFAULT_MAX_ANSWER_BYTES)
+
+    def pause(self, seconds: float) -> None:
+        """Sleep ``seconds`` in slices of ``poll_s``, calling ``between_attempts`` before each."""
+        until = time.monotonic() + seconds
+        while True:
+            if self.between_attempts is not None:
+                self.between_attempts()
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, self.retry.poll_s))
 
     # --- transport -------------------------------------------------------------------------
 
@@ -131,15 +177,20 @@ class Kube:
             method, url, headers, body, post, _request_timeout=self.retry.request_timeout
         )
         if raw and 200 <= resp.status <= 299:
-            return _read_capped(resp)
-        data: bytes = resp.read()
+            return _read_tail(resp.response, self.max_answer_bytes)
+        data = _read_whole(resp.response, self.max_answer_bytes)
         if not 200 <= resp.status <= 299:
             exc = ApiException(
                 status=resp.status, reason=resp.reason, body=data.decode("utf-8", "replace")
             )
             exc.headers = resp.headers  # Retry-After
             raise exc
-        return json.loads(data) if data else None
+        if not data:
+            return None
+        try:
+            return json.loads(data)
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+            raise InvalidAnswer(f"the answer is not usable JSON ({type(exc).__name__})") from None
 
     def call(self, what: str, method: str, path: str, **kwargs: Any) -> Any:
         """One API call with retries; NotFound for 404, ApiUnavailable when it keeps failing."""
@@ -169,7 +220,7 @@ class Kube:
                         f"{what}: Kubernetes API still failing after {attempt} attempt(s): "
                         + describe(exc)
                     ) from exc
-                time.sleep(delay)
+                self.pause(delay)
 
     # --- typed-ish helpers ------------------------------------------------------------------
 
@@ -254,13 +305,63 @@ class Kube:
         return events
 
 
-def _read_capped(resp: Any) -> bytes:
-    """Read a (possibly huge) body in chunks, keeping only the last ``_MAX_LOG_BYTES``."""
-    raw = resp.response  # the urllib3 response under the client's RESTResponse
+def _decoded(raw: Any, cap: int) -> Iterator[bytes]:
+    """The body of urllib3 response ``raw`` in chunks, decoded here (never by urllib3) so that
+    its decoded size is bounded: more than ``cap`` decoded bytes is ``AnswerTooLarge``."""
+    encoding = (raw.headers.get("Content-Encoding") or "").strip().lower()
+    wire = raw.stream(_CHUNK, decode_content=False)
+    if encoding in ("", "identity"):
+        yield from wire
+        return
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        raise outbound.OutboundError(
+            f"the answer has Content-Encoding {encoding[:40]!r}, which is not decoded here"
+        )
+    # 16 + MAX_WBITS: a gzip member; 32 + MAX_WBITS: zlib or gzip, whichever the header says.
+    wbits = 16 + zlib.MAX_WBITS if encoding != "deflate" else 32 + zlib.MAX_WBITS
+    inflate = zlib.decompressobj(wbits)
+    total = 0
+    try:
+        for chunk in wire:
+            data = chunk
+            while data:
+                out = inflate.decompress(data, cap + 1 - total)  # output bounded per call
+                total += len(out)
+                if total > cap:
+                    raise outbound.AnswerTooLarge(
+                        f"the {encoding} answer decompresses to more than the limit of {cap} bytes"
+                    )
+                yield out
+                data = inflate.unconsumed_tail
+                if inflate.eof and inflate.unused_data:  # another gzip member follows
+                    data, inflate = inflate.unused_data, zlib.decompressobj(wbits)
+    except zlib.error as exc:
+        raise outbound.OutboundError(f"the {encoding} answer is not valid: {exc}") from None
+    rest = inflate.flush()
+    if not inflate.eof:
+        raise outbound.OutboundError(f"the {encoding} answer is truncated")
+    if total + len(rest) > cap:
+        raise outbound.AnswerTooLarge(
+            f"the {encoding} answer decompresses to more than the limit of {cap} bytes"
+        )
+    yield rest
+
+
+def _read_whole(raw: Any, cap: int) -> bytes:
+    """A JSON (or error) answer, decoded, at most ``cap`` bytes."""
+    try:
+        return b"".join(_decoded(raw, cap))
+    finally:
+        raw.release_conn()
+
+
+def _read_tail(raw: Any, cap: int) -> bytes:
+    """A (possibly huge) log, decoded: only its last ``_MAX_LOG_BYTES`` are kept, and a
+    compressed one may not decode past ``cap``."""
     chunks: list[bytes] = []
     size = 0
     try:
-        for chunk in raw.stream(1 << 16):
+        for chunk in _decoded(raw, cap):
             chunks.append(chunk)
             size += len(chunk)
             while size - len(chunks[0]) > _MAX_LOG_BYTES:
@@ -270,9 +371,9 @@ def _read_capped(resp: Any) -> bytes:
     return b"".join(chunks)[-_MAX_LOG_BYTES:]
 
 
-def sleep_backoff(base_s: float = 2.0) -> None:
+def relist_backoff_s(base_s: float = 2.0) -> float:
     """AICR's 2 s ±20 % re-list backoff."""
-    time.sleep(base_s * random.uniform(0.8, 1.2))  # noqa: S311 - jitter
+    return base_s * random.uniform(0.8, 1.2)  # noqa: S311 - jitter
 
 
 Clock = Callable[[], float]

@@ -2,15 +2,23 @@
 
 snapshot agent → readiness → declared-check pre-flight → namespace, per-run RBAC, data
 ConfigMaps → one Job per selected check (sequential, catalog order) → wait → extraction → CTRF
-per phase → cleanup. Errors that AICR turns into exit 2/5/8 (readiness, pre-flight, prepare,
-an API that keeps failing, RBAC revocation) end the run as ``error`` with no CTRF.
+per phase → cleanup. Errors that AICR turns into exit 2/5/8 (readiness, pre-flight, the
+snapshot agent, prepare, RBAC revocation) end the run as ``error`` with no CTRF.
+
+A check's own API trouble costs only that check, as in AICR's ``runPhase``
+(pkg/validator/validator.go): a wait that fails (the API keeps failing on the Job's GET or
+watch, or the Job vanished) goes to HandleTimeout (pkg/validator/job/result.go) and the check
+is ``other`` with ``validation failed: <cause>``; a pod lookup that fails after the Job is
+terminal is ``other`` with ``pod not found for Job <job>: <cause>``; the Job is deleted best
+effort and the next check runs.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import urllib3
@@ -18,6 +26,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from aicr_site.lib import outbound
 from recipes_app.resolver.yamlload import overlong_number
 from recipes_app.resolver.yamlv3 import marshal_deterministic
 
@@ -32,7 +41,7 @@ from .kube import (
     KubeError,
     RetryPolicy,
     describe,
-    sleep_backoff,
+    relist_backoff_s,
 )
 from .logs import process_logs
 from .model import PHASE_ORDER, CheckOutcome, InvalidRecipeInput, RunHooks, RunOutcome, RunSpec
@@ -77,6 +86,10 @@ class _WaitExpired(Exception):
     """The wait budget ran out before the Job was terminal."""
 
 
+class _WaitFailed(Exception):
+    """The wait itself failed (the API kept failing, the Job vanished): AICR's wait error."""
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -118,7 +131,9 @@ class _Run:
     def __init__(
         self, api: client.ApiClient, spec: RunSpec, hooks: RunHooks, retry: RetryPolicy | None
     ) -> None:
-        self.kube = Kube(api, retry)
+        # The retrying client heartbeats and polls for a cancel between attempts and sleeps.
+        self.kube = Kube(api, retry, between_attempts=self._between_attempts)
+        self.stopping = False  # cleaning up: a cancel seen now must not cut the cleanup short
         self.spec = spec
         self.hooks = hooks
         self.ns = spec.namespace
@@ -257,6 +272,19 @@ class _Run:
         if self._hook("cancel_requested"):
             raise Cancelled
 
+    def _between_attempts(self) -> None:
+        if not self.stopping:
+            self._check_cancel()
+
+    @contextmanager
+    def _uninterrupted(self) -> Iterator[None]:
+        """Deletions that must run to the end whatever a cancel says (a hook is not called)."""
+        outer, self.stopping = self.stopping, True
+        try:
+            yield
+        finally:
+            self.stopping = outer
+
     # --- §2 snapshot agent --------------------------------------------------------------------
 
     def _create_or_update(self, what: str, collection: str, body: Mapping[str, Any]) -> None:
@@ -278,22 +306,23 @@ class _Run:
                 "label namespace", self._cluster_path("namespaces", ns),
                 {"metadata": {"labels": {"app.kubernetes.io/managed-by": "aicr"}}},
             )  # fmt: skip
-        self._create_or_update(
-            "agent service account", self._ns_path("serviceaccounts"), agent.service_account(ns)
-        )
-        self._create_or_update("agent role", self._ns_path("roles"), agent.role(ns))
-        self._create_or_update(
-            "agent role binding", self._ns_path("rolebindings"), agent.role_binding(ns)
-        )
-        self._create_or_update(
-            "agent cluster role", self._cluster_path("clusterroles"), agent.cluster_role()
-        )
-        self._create_or_update(
-            "agent cluster role binding",
-            self._cluster_path("clusterrolebindings"),
-            agent.cluster_role_binding(ns),
-        )
         try:
+            # Inside the ``try``: a failure or a cancel part-way removes what was created.
+            self._create_or_update(
+                "agent service account", self._ns_path("serviceaccounts"), agent.service_account(ns)
+            )
+            self._create_or_update("agent role", self._ns_path("roles"), agent.role(ns))
+            self._create_or_update(
+                "agent role binding", self._ns_path("rolebindings"), agent.role_binding(ns)
+            )
+            self._create_or_update(
+                "agent cluster role", self._cluster_path("clusterroles"), agent.cluster_role()
+            )
+            self._create_or_update(
+                "agent cluster role binding",
+                self._cluster_path("clusterrolebindings"),
+                agent.cluster_role_binding(ns),
+            )
             # A fixed name: an earlier agent Job is deleted first and its deletion awaited (≤30 s).
             if kube.delete(
                 "delete old agent job", self._ns_path("jobs", agent.AGENT_JOB), foreground=True
@@ -315,6 +344,8 @@ class _Run:
                     f"snapshot agent Job {agent.AGENT_JOB} did not complete within "
                     f"{plan.go_duration(self.spec.snapshot_timeout_s)}"
                 ) from None
+            except _WaitFailed as exc:  # AICR: the snapshot failing fails the run
+                raise RunError(str(exc)) from exc
             failed = extract.failed_condition(job)
             if failed is not None:
                 reason, detail = failed.get("reason", ""), failed.get("message", "")
@@ -371,6 +402,10 @@ class _Run:
             return ""
 
     def _agent_cleanup(self) -> None:
+        with self._uninterrupted():
+            self._delete_agent_objects()
+
+    def _delete_agent_objects(self) -> None:
         for what, path, fg in (
             ("delete agent job", self._ns_path("jobs", agent.AGENT_JOB), True),
             (
@@ -497,6 +532,9 @@ class _Run:
                 outcome = extract.outcome(entry.phase, entry.name, name, verdict, b"")
                 self._hook("check_finished", outcome)
                 return outcome
+            except Cancelled:
+                self._delete_job(name)  # the apply may have gone through before the cancel
+                raise
         try:
             try:
                 job = self._wait_job(name, entry.deadline_s + WAIT_BUFFER_S)
@@ -505,6 +543,9 @@ class _Run:
                 outcome = self._handle_timeout(
                     entry, name, f"timeout: validator did not complete within {timeout}"
                 )
+            except _WaitFailed as exc:
+                # AICR's waitFailureMessage: the cause, not the catalog timeout (its #1966).
+                outcome = self._handle_timeout(entry, name, f"validation failed: {exc}")
             else:
                 outcome = self._extract(entry, name, job)
         except _HookRaised:
@@ -526,8 +567,15 @@ class _Run:
 
         The watch is opened in windows of ≤ POLL_S so the run heartbeats and sees a cancel;
         a window that simply ends re-watches from the last resourceVersion, a closed or
-        expired (410) watch re-lists after AICR's 2 s ±20 % backoff.
+        expired (410) watch re-lists after AICR's 2 s ±20 % backoff. ``_WaitFailed`` when the
+        API keeps failing or the Job is gone, ``_WaitExpired`` when the budget runs out.
         """
+        try:
+            return self._watch_until_terminal(name, budget_s)
+        except (KubeError, RunError) as exc:
+            raise _WaitFailed(str(exc)) from exc
+
+    def _watch_until_terminal(self, name: str, budget_s: float) -> dict[str, Any]:
         deadline = time.monotonic() + budget_s
         path = self._ns_path("jobs", name)
         job = self.kube.get(f"read job {name}", path)
@@ -545,7 +593,13 @@ class _Run:
                 while True:
                     try:
                         event = next(events, None)
-                    except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+                    except (
+                        ApiException,
+                        urllib3.exceptions.HTTPError,
+                        OSError,
+                        ValueError,
+                        outbound.OutboundError,  # a watch answer past its cap or deadline
+                    ) as exc:
                         # Closed or expired (410) watch, or a transport error: back off and re-list.
                         failures += 1
                         if failures >= self.kube.retry.attempts:
@@ -553,9 +607,10 @@ class _Run:
                                 f"watch job {name}: Kubernetes API still failing after "
                                 f"{failures} attempt(s): {describe(exc)}"
                             ) from exc
-                        if time.monotonic() + 2.0 > deadline:
+                        backoff = relist_backoff_s()
+                        if time.monotonic() + backoff > deadline:
                             raise _WaitExpired from exc
-                        sleep_backoff()
+                        self.kube.pause(backoff)  # heartbeats and sees a cancel meanwhile
                         job, rv = self._relist_job(name)
                         break
                     if event is None:
@@ -605,16 +660,27 @@ class _Run:
             return b""
 
     def _extract(self, entry: plan.CatalogEntry, name: str, job: Mapping[str, Any]) -> CheckOutcome:
-        """ExtractResult (§6.3): the pod, its ``validator`` container, its log."""
-        pod = self._find_pod(name)
+        """ExtractResult (§6.3): the pod, its ``validator`` container, its log. A pod LIST that
+        keeps failing establishes nothing about the pod: AICR's missingPodOutcome then reports
+        ``pod not found`` with the cause (exit -1, ``other``), never the Job's condition."""
+        try:
+            pod = self._find_pod(name)
+        except KubeError as exc:
+            verdict = extract.Verdict(-1, f"pod not found for Job {name}: {exc}")
+            return extract.outcome(entry.phase, entry.name, name, verdict, b"")
         verdict = extract.from_pod(pod, job, job_name=name, deadline_s=entry.deadline_s)
         logs = self._read_log(pod) if pod is not None and verdict.read_logs else b""
         ran = extract.ran_image(pod, "validator")
         return extract.outcome(entry.phase, entry.name, name, verdict, logs, ran)
 
     def _handle_timeout(self, entry: plan.CatalogEntry, name: str, fallback: str) -> CheckOutcome:
-        """HandleTimeout (§6.4): read what exists; the real exit code if it did terminate."""
-        pod = self._find_pod(name)
+        """HandleTimeout (§6.4): read what exists; the real exit code if it did terminate. A
+        pod lookup that fails is AICR's ``pod never reached running state``."""
+        try:
+            pod = self._find_pod(name)
+        except KubeError as exc:
+            log.warning("pod lookup for Job %s after its wait failed: %s", name, exc)
+            pod = None
         verdict = extract.after_timeout(pod, fallback)
         logs = self._read_log(pod) if pod is not None else b""
         ran = extract.ran_image(pod, "validator")
@@ -622,6 +688,10 @@ class _Run:
 
     def _delete_job(self, name: str) -> None:
         """Delete the Job (Foreground) and wait ≤60 s for its pod to go (a warning otherwise)."""
+        with self._uninterrupted():
+            self._delete_job_and_wait(name)
+
+    def _delete_job_and_wait(self, name: str) -> None:
         try:
             if self.kube.delete(f"delete job {name}", self._ns_path("jobs", name), foreground=True):
                 started = time.monotonic()
@@ -643,6 +713,7 @@ class _Run:
         deadline = started + timeout_s
         delay = 0.01
         while self.kube.get("await deletion", path) is not None and time.monotonic() < deadline:
+            self._between_attempts()  # up to 30 s: heartbeat, and let a cancel in
             pause(delay)
             delay = _poll_interval(time.monotonic() - started, delay)
 
@@ -652,6 +723,10 @@ class _Run:
         """CRB then SA (a failure is a run error when ``strict``), then the ConfigMaps (warned)."""
         if not self.prepared:
             return
+        with self._uninterrupted():
+            self._revoke_and_delete(strict=strict)
+
+    def _revoke_and_delete(self, *, strict: bool) -> None:
         self.prepared = False
         run_id = self.spec.run_id
         rbac = (

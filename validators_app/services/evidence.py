@@ -188,7 +188,7 @@ def publish_run(run: ValidationRun) -> Evidence | None:
     a revoked site key, a keyless failure), or the ingest refuses it, naming the step (e.g.
     ``signature`` when the keyless instance's root is not trusted here).
     """
-    if run.status not in PUBLISHED_STATUSES:
+    if run.outcome_status not in PUBLISHED_STATUSES:  # passed/failed, or publishing it
         return None
     data = run_bundle(run)
     result = evidence_ingest(

@@ -2,9 +2,11 @@
 
 The lifecycle, and who moves it::
 
-    queued ──claim──▶ running ──finish──▶ passed | failed | error | cancelled
-      │                  │ ▲
-      └─cancel─▶ cancelled  └─ reaper: heartbeat older than VALIDATION_HEARTBEAT_STALE_SECONDS
+    queued ──claim──▶ running ──finish──▶ error | cancelled
+      │                  │ ▲      └─finish (passed/failed)─▶ publishing ──publish──▶ passed | failed
+      └─cancel─▶ cancelled  │                                  ▲  (with evidence or publish_error)
+                            │                                  └─ reaper: stale → published again
+                            └─ reaper: heartbeat older than VALIDATION_HEARTBEAT_STALE_SECONDS
                               → re-enqueued; the next claim takes it over (attempts + 1) and
                               resumes at the check it was on, or, past VALIDATION_MAX_ATTEMPTS,
                               the run ends ``error`` saying why.
@@ -19,9 +21,17 @@ The lifecycle, and who moves it::
   orchestrator with ``DbRunHooks``. Every write a worker makes after its claim is fenced by the
   attempt it claimed: a worker presumed dead that comes back finds its claim gone
   (``ClaimLost``) and stops without touching the run.
-* ``run_finish`` stores the outcome (AICR's exit semantics come from the orchestrator), then
-  publishes passed/failed runs as evidence (``services.evidence.publish_run``); a publishing
-  failure is recorded on the run, never lost and never turns the run's verdict.
+* ``run_finish`` stores the outcome (AICR's exit semantics come from the orchestrator). A
+  passed/failed run is committed as ``publishing`` with that ``verdict``, then ``run_publish``
+  (the one place publishing happens) builds its evidence (``services.evidence.publish_run``)
+  and, in one transaction, records the evidence or the publish error *and* the verdict as the
+  status: nobody sees ``passed`` without its evidence (or the reason there is none). A failure
+  to publish never turns the verdict. A worker that dies while publishing leaves the run
+  ``publishing``; the reaper has it published again (the bundle is a function of the run, so
+  the same evidence results).
+* ``publishing`` keeps pages and clients polling (``ACTIVE_RUN_STATUSES``) but is outside the
+  one-active-run-per-cluster constraint: it no longer touches the cluster, and a slow evidence
+  store must not hold the next run back. It cannot be cancelled: its verdict is reached.
 """
 
 from __future__ import annotations
@@ -46,6 +56,7 @@ from validators_app import orchestrator
 from validators_app.models import (
     ACTIVE_RUN_STATUSES,
     PHASES,
+    VERDICT_STATUSES,
     CheckRun,
     CheckStatus,
     Cluster,
@@ -214,7 +225,7 @@ def run_start(
             )
             transaction.on_commit(lambda: _enqueue(run.pk))
     except IntegrityError:
-        active = ValidationRun.objects.active().filter(cluster=cluster).first()
+        active = ValidationRun.objects.on_cluster().filter(cluster=cluster).first()
         if active is None:  # not the one-active-run constraint (it would have named a run)
             raise
         raise RunStartError(
@@ -501,7 +512,8 @@ def run_execute(*, run_id: int) -> ValidationRun | None:
 
 
 def run_finish(*, claim: Claim, outcome: orchestrator.RunOutcome) -> ValidationRun | None:
-    """Store ``outcome`` on the claimed run, then publish a passed or failed run as evidence."""
+    """Store ``outcome`` on the claimed run; a passed or failed one is stored ``publishing``
+    with that verdict and then published (``run_publish`` makes the verdict its status)."""
     status = outcome.status if outcome.status in RunStatus.values else RunStatus.ERROR
     if status in ACTIVE_RUN_STATUSES:
         status = RunStatus.ERROR
@@ -517,7 +529,9 @@ def run_finish(*, claim: Claim, outcome: orchestrator.RunOutcome) -> ValidationR
             return None
         for check in outcome.checks:
             _store_outcome(run.pk, check)
-        run.status = status
+        publishing = status in VERDICT_STATUSES
+        run.status = RunStatus.PUBLISHING if publishing else status
+        run.verdict = status if publishing else ""
         # The reason may quote the cluster (an agent's log, an API server's message).
         error = _storable(outcome.error or "")[:MAX_ERROR_CHARS]
         run.error = error if status == RunStatus.ERROR else ""
@@ -527,7 +541,7 @@ def run_finish(*, claim: Claim, outcome: orchestrator.RunOutcome) -> ValidationR
             run.agent_image = outcome.agent_image[:512]
             run.agent_image_digest = outcome.agent_image_digest[:71]
         # AICR writes no CTRF for a run that errored (readiness, pre-flight, …) or was stopped.
-        keep_reports = status in (RunStatus.PASSED, RunStatus.FAILED)
+        keep_reports = publishing
         run.phase_reports = (
             {p: bytes(b).decode() for p, b in outcome.phase_reports.items()} if keep_reports else {}
         )
@@ -537,6 +551,7 @@ def run_finish(*, claim: Claim, outcome: orchestrator.RunOutcome) -> ValidationR
         run.save(
             update_fields=[
                 "status",
+                "verdict",
                 "error",
                 "snapshot_yaml",
                 "agent_image",
@@ -550,34 +565,54 @@ def run_finish(*, claim: Claim, outcome: orchestrator.RunOutcome) -> ValidationR
         )
         _close_open_checks(run, status)
     logger.info("validation run %s finished: %s", run.pk, status)
-    if status in (RunStatus.PASSED, RunStatus.FAILED):
-        run_publish(run=run)
+    if publishing:
+        return run_publish(run=run)
     return run
 
 
 def run_publish(*, run: ValidationRun) -> ValidationRun:
-    """Publish a finished run as signed evidence (``services.evidence.publish_run``), then push
-    it to the OCI registry when one is configured (``services.publication``); a failure is
-    recorded (``run.publish_error``, the push's own record) and logged, the run's status
-    stays."""
+    """Publish ``run`` as signed evidence (``services.evidence.publish_run``): the one place
+    this happens. A ``publishing`` run becomes its verdict in the transaction that records the
+    evidence or the publish error; a passed/failed run (``publish_runs``) gets its evidence
+    recorded. A failure is recorded and logged, never turns the verdict, and never replaces
+    evidence another publish of the same run already recorded. Then, with evidence, the push to
+    the OCI registry when one is configured (``services.publication``: its own record, never
+    raising, retryable). Returns the run as stored."""
     try:
         from validators_app.services.evidence import publish_run
 
-        evidence = publish_run(run)
+        evidence, error = publish_run(run), ""
     except Exception as exc:
         logger.exception("validation run %s: publishing as evidence failed", run.pk)
-        run.publish_error = _storable(
-            f"publishing as evidence failed: {type(exc).__name__}: {exc}"
-        )[:MAX_ERROR_CHARS]
-        run.save(update_fields=["publish_error"])
-        return run
-    run.evidence, run.publish_error = evidence, ""
-    run.save(update_fields=["evidence", "publish_error"])
-    if evidence is not None:
+        evidence = None
+        error = _storable(f"publishing as evidence failed: {type(exc).__name__}: {exc}")
+    with transaction.atomic():
+        locked = ValidationRun.objects.select_for_update().filter(pk=run.pk).first()
+        if locked is None:
+            return run
+        if locked.status == RunStatus.PUBLISHING:
+            locked.status = locked.verdict
+        elif locked.status not in VERDICT_STATUSES or (evidence is None and locked.evidence_id):
+            return locked
+        locked.evidence, locked.publish_error = evidence, error[:MAX_ERROR_CHARS]
+        locked.heartbeat_at = timezone.now()
+        locked.save(update_fields=["status", "evidence", "publish_error", "heartbeat_at"])
+    logger.info("validation run %s published: %s", run.pk, locked.status)
+    if locked.evidence_id is not None:
         from validators_app.services.publication import push_run_evidence
 
-        push_run_evidence(run)  # never raises; a failed push is stored on the run, retryable
-    return run
+        push_run_evidence(locked)  # never raises; a failed push is stored, retryable
+    return locked
+
+
+def run_publish_stalled(*, run_id: int) -> ValidationRun | None:
+    """Publish ``run_id`` if it is still ``publishing`` (its worker died mid-publish)."""
+    run = (
+        ValidationRun.objects.select_related("cluster", "recipe", "recipe__catalog")
+        .filter(pk=run_id, status=RunStatus.PUBLISHING)
+        .first()
+    )
+    return run_publish(run=run) if run is not None else None
 
 
 # --- cancel -----------------------------------------------------------------------------------
@@ -604,6 +639,11 @@ def run_cancel(*, run: ValidationRun, by: Any = None) -> ValidationRun:
             if not locked.cancel_requested:
                 locked.cancel_requested = True
                 locked.save(update_fields=["cancel_requested"])
+        elif locked.status == RunStatus.PUBLISHING:
+            raise RunCancelError(
+                f"run #{locked.pk} already finished ({locked.verdict}); its evidence is being "
+                "published"
+            )
         else:
             raise RunCancelError(f"run #{locked.pk} already finished ({locked.status})")
     logger.info("validation run %s: cancel requested by user %s", run.pk, getattr(by, "pk", None))
@@ -628,7 +668,7 @@ def runs_reap() -> list[int]:
         & (Q(enqueued_at__lt=requeue_queued) | Q(enqueued_at__isnull=True))
     ).values_list("pk", "attempts")
     limit = max_attempts()
-    ids: list[int] = []
+    ids: list[int] = _republish_stalled(stale=stale, now=now)
     for run_id, attempts in [*dead[:500], *lost[:500]]:
         if attempts >= limit:
             _give_up_if_exhausted(run_id=run_id, now=now)
@@ -638,6 +678,26 @@ def runs_reap() -> list[int]:
         ids.append(run_id)
     if ids:
         logger.warning("validation runs re-enqueued by the reaper: %s", ids)
+    return ids
+
+
+def _republish_stalled(*, stale: datetime, now: datetime) -> list[int]:
+    """Send each run stuck in ``publishing`` (no word for the stale interval) to be published
+    again; the heartbeat is moved first so the next pass does not send it twice."""
+    from validators_app import tasks  # tasks import this module
+
+    silent = Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True)
+    stalled = ValidationRun.objects.filter(silent, status=RunStatus.PUBLISHING)
+    ids = []
+    for run_id in stalled.values_list("pk", flat=True)[:500]:
+        if not stalled.filter(pk=run_id).update(heartbeat_at=now):
+            continue  # published meanwhile, or another reaper pass took it
+        try:
+            tasks.run_publish.delay(run_id)
+        except Exception:
+            logger.exception("validation run %s: broker unreachable; publishing later", run_id)
+            continue
+        ids.append(run_id)
     return ids
 
 

@@ -14,7 +14,7 @@ from validators_app.models import PHASES, Cluster
 register = template.Library()
 
 _GOOD = frozenset({"passed"})
-_NEUTRAL = frozenset({"queued", "running", "pending", "skipped", "cancelled"})
+_NEUTRAL = frozenset({"queued", "running", "publishing", "pending", "skipped", "cancelled"})
 
 
 @register.filter

@@ -27,7 +27,7 @@ class Command(BaseCommand):
             pending = pending.filter(pk__in=options["run"])
         published = failed = 0
         for run in pending.order_by("pk"):
-            runs.run_publish(run=run)
+            run = runs.run_publish(run=run)
             if run.evidence_id is not None:
                 published += 1
                 self.stdout.write(f"run {run.pk}: evidence #{run.evidence_id}")
