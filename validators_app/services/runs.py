@@ -575,9 +575,10 @@ def run_publish(*, run: ValidationRun) -> ValidationRun:
     this happens. A ``publishing`` run becomes its verdict in the transaction that records the
     evidence or the publish error; a passed/failed run (``publish_runs``) gets its evidence
     recorded. A failure is recorded and logged, never turns the verdict, and never replaces
-    evidence another publish of the same run already recorded. Then, with evidence, the push to
-    the OCI registry when one is configured (``services.publication``: its own record, never
-    raising, retryable). Returns the run as stored."""
+    evidence another publish of the same run already recorded. With evidence, the push to the
+    OCI registry when one is configured (``services.publication``: its own record, never
+    raising, retryable) comes first, so a run still ``publishing`` is the only one whose push
+    outcome is not yet recorded. Returns the run as stored."""
     try:
         from validators_app.services.evidence import publish_run
 
@@ -586,6 +587,11 @@ def run_publish(*, run: ValidationRun) -> ValidationRun:
         logger.exception("validation run %s: publishing as evidence failed", run.pk)
         evidence = None
         error = _storable(f"publishing as evidence failed: {type(exc).__name__}: {exc}")
+    if evidence is not None:
+        from validators_app.services.publication import push_run_evidence
+
+        run.evidence = evidence
+        push_run_evidence(run)  # never raises; a failed push is stored, retryable
     with transaction.atomic():
         locked = ValidationRun.objects.select_for_update().filter(pk=run.pk).first()
         if locked is None:
@@ -598,10 +604,6 @@ def run_publish(*, run: ValidationRun) -> ValidationRun:
         locked.heartbeat_at = timezone.now()
         locked.save(update_fields=["status", "evidence", "publish_error", "heartbeat_at"])
     logger.info("validation run %s published: %s", run.pk, locked.status)
-    if locked.evidence_id is not None:
-        from validators_app.services.publication import push_run_evidence
-
-        push_run_evidence(locked)  # never raises; a failed push is stored, retryable
     return locked
 
 
