@@ -7,8 +7,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,8 +89,8 @@ def test_it_stops_by_itself_on_ctrl_c_as_make_run_starts_it_and_leaves_no_proces
 ) -> None:
     """``make run``'s worker (prefork, two processes, embedded beat) on the embedded broker:
     Ctrl-C reaches the whole process group with SIGINT, then the recipe's trap sends SIGTERM,
-    then SIGTERM again once gunicorn is gone. The worker must end by itself, with status 0 (the
-    recipe's SIGKILL would read -9), and leave no pool or beat process behind. The seconds it
+    then SIGTERM again once gunicorn is gone. The worker must end by itself (the recipe's SIGKILL
+    would read -9), and leave no pool or beat process behind. The seconds it
     took are printed (figures in the README; no timing assert: the machine's load decides)."""
     env = {
         **{k: v for k, v in os.environ.items() if k != "REDIS_URL"},
@@ -132,7 +134,8 @@ def test_it_stops_by_itself_on_ctrl_c_as_make_run_starts_it_and_leaves_no_proces
         if worker.poll() is None or not _group_gone(worker.pid):
             os.killpg(worker.pid, signal.SIGKILL)
             worker.wait()
-    assert status == 0, log_path.read_text()[-2000:]
+    # Celery exits 1 after a Ctrl-C warm shutdown, 0 after SIGTERM's; a kill would read -9.
+    assert status in (0, 1), log_path.read_text()[-2000:]
     assert left, "a pool or beat process outlived the worker"
     assert "Warm shutdown" in log_path.read_text()
 
@@ -157,3 +160,61 @@ def test_make_run_ends_even_when_the_worker_ignores_sigterm() -> None:
     stand_in = int(ended.stdout.split()[0])
     with pytest.raises(ProcessLookupError):
         os.kill(stand_in, 0)  # reaped by the recipe's last wait after its SIGKILL
+
+
+def _embedded_connection(folder: Path) -> Any:
+    from kombu import Connection
+
+    from aicr_site.embedded_broker import Transport
+
+    for name in ("queue", "processed", "control"):
+        (folder / name).mkdir(parents=True, exist_ok=True)
+    return Connection(
+        "filesystem://",
+        transport=Transport,
+        transport_options={
+            "data_folder_in": str(folder / "queue"),
+            "data_folder_out": str(folder / "queue"),
+            "processed_folder": str(folder / "processed"),
+            "control_folder": str(folder / "control"),
+            "polling_interval": 0.05,
+        },
+    )
+
+
+def test_the_embedded_transport_delivers_and_its_wait_ends_when_the_worker_is_told_to_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drain Celery's loop waits in (``aicr_site/embedded_broker.py``): a message is
+    delivered; with nothing queued and no timeout it waits until the shutdown flag Ctrl-C sets
+    is up, then answers "nothing yet" so the loop's own shutdown check runs. Kombu's own drain
+    would keep polling here until the timeout, forever with none."""
+    from celery.worker import state
+    from kombu import Exchange, Queue
+
+    received: list[Any] = []
+    outcome: list[BaseException] = []
+    with _embedded_connection(tmp_path) as connection:
+        queue = Queue("q", Exchange("q", type="direct"), routing_key="q")
+        with connection.Producer() as producer:
+            producer.publish({"n": 1}, exchange=queue.exchange, routing_key="q", declare=[queue])
+        with connection.Consumer(queue, callbacks=[lambda body, msg: received.append(body)]):
+            connection.drain_events(timeout=10)
+            assert received == [{"n": 1}]
+
+            def wait_for_more() -> None:
+                try:
+                    connection.drain_events(timeout=None)
+                except BaseException as exc:  # handed to the test's thread
+                    outcome.append(exc)
+
+            waiter = threading.Thread(target=wait_for_more, daemon=True)
+            waiter.start()
+            waiter.join(0.5)
+            assert waiter.is_alive()  # waiting: nothing queued, no shutdown asked
+            assert not outcome
+            monkeypatch.setattr(state, "should_stop", 1)  # what the Ctrl-C handler sets
+            waiter.join(30)  # a hang guard, not a speed claim
+    assert not waiter.is_alive()
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], TimeoutError)
