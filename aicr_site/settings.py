@@ -214,9 +214,10 @@ REST_FRAMEWORK = {
     # upload view declares its throttle, evidence_app.auth.EvidenceUploadThrottle).
     "DEFAULT_THROTTLE_RATES": {
         "evidence-upload": os.environ.get("EVIDENCE_UPLOAD_RATE", "60/min"),
-        # "Test connection" opens a connection from the site per click: per user and cluster
-        # (validators_app.throttles.ClusterTestThrottle, on the API and the page).
+        # "Test connection" opens a connection from the site per click: per user and cluster,
+        # and per user across clusters (validators_app.throttles, on the API and the page).
         "cluster-test": os.environ.get("CLUSTER_TEST_RATE", "6/min"),
+        "cluster-test-user": os.environ.get("CLUSTER_TEST_USER_RATE", "20/min"),
     },
 }
 

@@ -43,7 +43,7 @@ from validators_app.orchestrator.connection import (
     MAX_VERSION_CHARS,
     NOT_REACHABLE,
 )
-from validators_app.throttles import ClusterTestThrottle
+from validators_app.throttles import CLUSTER_TEST_THROTTLES
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/clusters/"
@@ -416,10 +416,21 @@ def simulated_named(api: APIClient, port: int, name: str) -> int:
 # --- throttle ------------------------------------------------------------------------------
 
 
+def _rates(monkeypatch: pytest.MonkeyPatch, per_cluster: str, per_user: str) -> None:
+    rates = {"cluster-test": per_cluster, "cluster-test-user": per_user}
+    for throttle in CLUSTER_TEST_THROTTLES:
+        monkeypatch.setattr(throttle, "THROTTLE_RATES", rates)
+    cache.clear()
+
+
 @pytest.fixture
 def three_per_minute(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ClusterTestThrottle, "THROTTLE_RATES", {"cluster-test": "3/min"})
-    cache.clear()
+    _rates(monkeypatch, per_cluster="3/min", per_user="100/min")
+
+
+@pytest.fixture
+def three_per_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    _rates(monkeypatch, per_cluster="100/min", per_user="3/min")
 
 
 def test_the_api_answers_429_after_n_tests_per_user_and_cluster(three_per_minute: None) -> None:
@@ -433,6 +444,21 @@ def test_the_api_answers_429_after_n_tests_per_user_and_cluster(three_per_minute
     throttled = test_connection(api, first)
     assert throttled.status_code == 429
     assert throttled.json()["code"] == "throttled"
+
+
+def test_more_clusters_buy_no_more_tests_past_the_per_user_rate(three_per_user: None) -> None:
+    """A maintainer who registers a cluster per port to probe gets the per-user rate in all,
+    on the API and the page alike (one count)."""
+    api = maintainer()
+    port = int(closed_port_url().rsplit(":", 1)[1])
+    ids = [simulated_named(api, port, f"probe-{n}") for n in range(4)]
+    statuses = [test_connection(api, cluster_id).status_code for cluster_id in ids[:2]]
+    page = Client()
+    page.force_login(user_with_role(username="m", role=Role.MAINTAINER))  # the same user
+    statuses.append(page.post(f"/clusters/{ids[2]}/test/").status_code)
+    statuses.append(test_connection(api, ids[3]).status_code)
+    assert statuses == [200, 200, 302, 429]
+    assert test_connection(maintainer("other"), ids[3]).status_code == 200  # another user
 
 
 def test_the_page_answers_429_after_n_tests(three_per_minute: None) -> None:
