@@ -293,9 +293,7 @@ def test_an_endless_version_answer_is_cut_at_the_cap_with_bounded_memory() -> No
         cluster_id = simulated(api, listening.port)
         tracemalloc.start()
         try:
-            started = time.monotonic()
             response = test_connection(api, cluster_id)
-            elapsed = time.monotonic() - started
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
@@ -307,7 +305,6 @@ def test_an_endless_version_answer_is_cut_at_the_cap_with_bounded_memory() -> No
     }
     assert peak < 8 * 1024 * 1024, f"{peak} bytes allocated reading a capped answer"
     assert listening.sent < 64 * 1024 * 1024  # it stopped being read long before 300 MB
-    assert elapsed < 5
 
 
 def test_a_declared_300_mb_answer_is_refused_unread() -> None:
@@ -322,24 +319,31 @@ def test_a_declared_300_mb_answer_is_refused_unread() -> None:
 
 @pytest.mark.parametrize("where", ["status line", "body"])
 def test_a_dripping_peer_is_cut_at_the_overall_deadline(settings: Any, where: str) -> None:
-    """One byte every 0.2 s never trips the 1 s per-read timeout; the 1 s deadline ends it."""
-    settings.CLUSTER_TEST_TIMEOUT_SECONDS = 1
+    """One byte every 0.1 s never trips a per-read timeout; the overall deadline (lowered to
+    0.5 s here, 10 s by default) ends it. Counted, not timed: the whole drip is 200 bytes over
+    20 s, and the client must hang up long before the peer is done."""
+    settings.CLUSTER_TEST_TIMEOUT_SECONDS = 0.5
+    drip_bytes = (b"HTTP/1.1 200 OK\r\n" if where == "status line" else b"{") * 200
+    dripped = []
 
     def drip(p: Peer, conn: socket.socket) -> None:
         if where == "body":
             p.send(conn, HEADERS + b"\r\n")
-        for byte in (b"HTTP/1.1 200 OK\r\n" if where == "status line" else b"{") * 200:
-            p.send(conn, bytes([byte]))
-            time.sleep(0.2)
+        for byte in drip_bytes[:200]:
+            try:
+                conn.sendall(bytes([byte]))
+            except OSError:
+                return  # the client hung up
+            dripped.append(byte)
+            time.sleep(0.1)
 
     api = maintainer()
     with peer(drip) as listening:
         cluster_id = simulated(api, listening.port)
-        started = time.monotonic()
         body = test_connection(api, cluster_id).json()
-        elapsed = time.monotonic() - started
+        assert listening.accepted == 1
     assert body == {"ok": False, "server_version": "", "detail": NOT_REACHABLE}
-    assert elapsed < 3, f"a 1 s deadline took {elapsed:.1f} s"
+    assert len(dripped) < 100, f"the client read {len(dripped)} of 200 dripped bytes"
 
 
 def _answering(document: bytes) -> Callable[[Peer, socket.socket], None]:
