@@ -9,6 +9,8 @@ Three lists keep this complete, as ``test_request_guards.py`` does for the NUL g
 
 - ``ROUTES_FED`` / ``ROUTES_WITHOUT_DOCUMENTS``: every URL route is one or the other;
 - ``COMMANDS_FED`` / ``COMMANDS_WITHOUT_UNTRUSTED_FILES``: every product management command;
+  each fed command answers the corpus with exit 2, and ``COMMAND_PARSE_SITES`` lists the files
+  that parse for it (recorded at run time, so a command that starts parsing elsewhere fails);
 - ``PARSE_SITES``: every ``json.loads`` / ``yaml.*`` call in product code outside the loaders,
   with why it is safe. A new one fails ``test_it_knows_every_parse_site`` until it is routed
   through a loader or listed with its reason.
