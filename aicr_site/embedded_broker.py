@@ -8,7 +8,8 @@ until that timeout runs out. On a loaded machine that was 3.5-3.8 s from Ctrl-C 
 shutdown step. Here the drain looks at the flags (``celery.worker.state.should_stop`` /
 ``should_terminate``) after every poll and returns as a timeout, so the loop's own check runs
 within one polling interval. With Redis the worker's event loop wakes at once and this is not
-used.
+used. (Followed: ``synloop`` in celery/worker/loops.py, ``Transport.drain_events`` in
+kombu/transport/virtual/base.py, ``maybe_shutdown`` in celery/worker/state.py.)
 """
 
 from __future__ import annotations
