@@ -148,7 +148,10 @@ COMMAND_PARSE_SITES = {
         "evidence_app/corroborate/allowlist.py",  # the site's own allowlist, to classify
     },
     "import_catalog": {"evidence_app/verification/_json.py", "recipes_app/resolver/yamlload.py"},
-    "import_evidence": {"evidence_app/corroborate/allowlist.py"},
+    "import_evidence": {
+        "evidence_app/corroborate/allowlist.py",  # the tree's allowlist.yaml
+        "recipes_app/resolver/yamlload.py",  # each pointer file
+    },
 }
 COMMANDS_WITHOUT_UNTRUSTED_FILES = {
     "register_key": "a PEM key, no YAML or JSON",
@@ -649,15 +652,17 @@ def test_each_command_exits_2_on_the_hostile_corpus_through_its_listed_parse_sit
 @pytest.mark.django_db
 @pytest.mark.parametrize("member", sorted(hostile_corpus.YAML))
 def test_import_evidence_refuses_a_hostile_pointer_file_by_name_and_imports_the_rest(
-    member: str, tmp_path: Path
+    member: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from evidence_app.models import EvidencePointer
 
     folder = tmp_path / "recipes" / "evidence" / "some-recipe" / "src"
     folder.mkdir(parents=True)
     (folder / "hostile.yaml").write_bytes(hostile_corpus.YAML[member])
-    code, text = _command("import_evidence", str(tmp_path), "--allowlist=skip")
+    with _parse_sites_recorded(monkeypatch) as seen:
+        code, text = _command("import_evidence", str(tmp_path), "--allowlist=skip")
     assert code == 0, text
+    assert seen <= COMMAND_PARSE_SITES["import_evidence"]
     row = EvidencePointer.objects.get(path__endswith="some-recipe/src/hostile.yaml")
     assert row.state == "refused", (row.state, row.reason)
     assert row.reason
