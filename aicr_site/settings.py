@@ -214,9 +214,10 @@ REST_FRAMEWORK = {
     # upload view declares its throttle, evidence_app.auth.EvidenceUploadThrottle).
     "DEFAULT_THROTTLE_RATES": {
         "evidence-upload": os.environ.get("EVIDENCE_UPLOAD_RATE", "60/min"),
-        # "Test connection" opens a connection from the site per click: per user and cluster
-        # (validators_app.throttles.ClusterTestThrottle, on the API and the page).
+        # "Test connection" opens a connection from the site per click: per user and cluster,
+        # and per user across clusters (validators_app.throttles, on the API and the page).
         "cluster-test": os.environ.get("CLUSTER_TEST_RATE", "6/min"),
+        "cluster-test-user": os.environ.get("CLUSTER_TEST_USER_RATE", "20/min"),
     },
 }
 
@@ -244,7 +245,12 @@ CELERY_EMBEDDED_BROKER = env_bool("CELERY_EMBEDDED_BROKER", default=False) and n
 CELERY_EMBEDDED_DIR = Path(os.environ.get("CELERY_EMBEDDED_DIR") or BASE_DIR / ".run" / "celery")
 if CELERY_EMBEDDED_BROKER:
     CELERY_BROKER_URL = "filesystem://"
+    # The filesystem transport, with a drain that ends when the worker is told to stop (Ctrl-C
+    # under `make run`): aicr_site/embedded_broker.py says why.
+    CELERY_BROKER_TRANSPORT = "aicr_site.embedded_broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
+        # Seconds between looks at the queue folder: how soon a task or a shutdown is seen.
+        "polling_interval": 0.25,
         # One folder both ways: the web process writes messages, the worker reads them.
         "data_folder_in": str(CELERY_EMBEDDED_DIR / "queue"),
         "data_folder_out": str(CELERY_EMBEDDED_DIR / "queue"),

@@ -13,10 +13,21 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from evidence_app.verification._json import JSONLimitError, JSONLimits, load_json
+
 FORMAT = "aicr-dashboard-catalog-snapshot/v1"
 BUNDLED_SNAPSHOT = Path(__file__).resolve().parent / "catalog" / "aicr-main-08.json.gz"
 # A snapshot holds a few MB of YAML; anything far bigger is not one of ours.
 MAX_UNCOMPRESSED_BYTES = 64 * 1024 * 1024
+# The snapshot is a flat object of file texts: the bounded loader's limits for that shape (a
+# snapshot file handed to import_catalog is as untrusted as any other input).
+SNAPSHOT_JSON_LIMITS = JSONLimits(
+    max_bytes=MAX_UNCOMPRESSED_BYTES,
+    max_depth=2,
+    max_object_keys=100_000,
+    max_values=100_010,
+    max_number_chars=40,
+)
 
 
 class SnapshotError(ValueError):
@@ -53,9 +64,9 @@ def read_snapshot(path: Path) -> Snapshot:
     if len(data) > MAX_UNCOMPRESSED_BYTES:
         raise SnapshotError(f"{path}: larger than {MAX_UNCOMPRESSED_BYTES} bytes uncompressed")
     try:
-        payload = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise SnapshotError(f"{path}: not JSON ({exc})") from exc
+        payload = load_json(data, what=str(path), limits=SNAPSHOT_JSON_LIMITS)
+    except JSONLimitError as exc:
+        raise SnapshotError(str(exc)) from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise SnapshotError(f"{path}: field 'format' must be {FORMAT!r}")
     files = payload.get("files")

@@ -11,6 +11,13 @@ no absolute or ``..`` paths), then checks, naming every problem it finds:
    bundle proves: sha256, recipe name and digest, signer, attestedAt, versions, CTRF statuses;
 4. every recipe digest against the recipe YAML in the package (sha256 of the bytes);
 5. ``consensus.json`` against the consensus recomputed from ``records.ndjson``.
+
+A package is *unreadable* (``PackageUnreadable``, ``verify_audit``'s exit 2, the member named)
+when a header declares more than the limits allow (checked from the raw tar headers before any
+member is read) or when one of its JSON members (``package.json``, ``consensus.json``,
+``trust/policy.json``, ``recipes/index.json``, a ``records.ndjson`` line) is refused by the
+bounded loader: a 100,000-deep ``consensus.json`` is unreadable, not a problem found in it. A
+member that decodes but is the wrong shape is a problem (exit 1).
 """
 
 from __future__ import annotations
@@ -142,15 +149,20 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def package_json(data: bytes, *, member: str) -> Any:
+    """``data`` decoded by the bounded loader; ``PackageUnreadable`` naming ``member`` when the
+    loader refuses it (the one place the package's JSON is parsed)."""
+    try:
+        return load_json(data, what=member, limits=PACKAGE_JSON_LIMITS)
+    except JSONLimitError as exc:
+        raise PackageUnreadable(str(exc)) from None
+
+
 def _json(files: Mapping[str, bytes], path: str, report: AuditReport) -> dict[str, Any]:
-    """The JSON object at ``path``; ``{}`` (and a problem) when it is not one."""
+    """The JSON object at ``path``; ``{}`` (and a problem) when it is another JSON value."""
     if path not in files:
         return {}  # already named by the manifest check (or the signature check)
-    try:
-        doc = load_json(files[path], what=path, limits=PACKAGE_JSON_LIMITS)
-    except JSONLimitError as exc:
-        report.problem("not-json", path, f"not JSON: {exc}")
-        return {}
+    doc = package_json(files[path], member=path)
     if not isinstance(doc, dict):
         report.problem("not-json", path, "not a JSON object")
         return {}
@@ -419,11 +431,7 @@ def audit_verify(path: Path, *, pinned_key: Any | None) -> AuditReport:
         report.problem("format-unknown", "package.json", f"format is not {FORMAT!r}")
     records: list[dict[str, Any]] = []
     for number, line in enumerate(files.get("records.ndjson", b"").splitlines(), 1):
-        try:
-            record = load_json(line, what=f"records.ndjson:{number}", limits=PACKAGE_JSON_LIMITS)
-        except JSONLimitError as exc:
-            report.problem("not-json", f"records.ndjson:{number}", str(exc))
-            continue
+        record = package_json(line, member=f"records.ndjson:{number}")
         if not isinstance(record, dict):
             report.problem("not-json", f"records.ndjson:{number}", "not an object")
             continue

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
+from evidence_app.exports import audit
 from evidence_app.exports.audit import EXIT_UNREADABLE, PackageUnreadable, read_package
 from evidence_app.verification.summary_bundle import SummaryBundleError, read_archive
 
@@ -78,3 +79,38 @@ def test_it_still_reads_a_package_with_long_names_and_pax_headers(tmp_path: Path
         info.pax_headers = {"comment": "é" * 100}
         tar.addfile(info, io.BytesIO(b"{}"))
     assert read_package(pax) == {long_name: b"{}"}
+
+
+def test_it_exits_2_when_the_declared_sizes_total_more_than_the_package_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Each member under its own cap, the sum over the package's: refused from the headers
+    while walking them (the limit lowered to 1 MiB so the package stays small), before tarfile
+    reads a member."""
+    monkeypatch.setattr(audit, "MAX_TOTAL_BYTES", 1024 * 1024)
+    path = tmp_path / "audit.tar.gz"
+    with tarfile.open(path, mode="w:gz") as tar:
+        for n in range(3):
+            info = tarfile.TarInfo(f"records/{n}.json")
+            info.size = 512 * 1024
+            tar.addfile(info, io.BytesIO(b" " * info.size))
+    with pytest.raises(PackageUnreadable, match="archive members total more than 1048576 bytes"):
+        read_package(path)
+    with pytest.raises(SystemExit) as exit_:
+        call_command("verify_audit", str(path), "--json")
+    assert exit_.value.code == EXIT_UNREADABLE
+    assert "total more than" in capsys.readouterr().out
+
+
+def test_it_exits_2_on_more_members_than_the_package_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(audit, "MAX_MEMBERS", 3)
+    path = tmp_path / "audit.tar.gz"
+    with tarfile.open(path, mode="w:gz") as tar:
+        for n in range(4):
+            info = tarfile.TarInfo(f"records/{n}.json")
+            info.size = 2
+            tar.addfile(info, io.BytesIO(b"{}"))
+    with pytest.raises(PackageUnreadable, match="more than 3 archive members"):
+        read_package(path)

@@ -399,7 +399,6 @@ def test_it_packages_what_the_filters_select(
     [
         ("trust/policy.json", b"[1, 2]", "not-json"),
         ("consensus.json", b'"nope"', "not-json"),
-        ("recipes/index.json", b"{not json", "not-json"),
         ("records.ndjson", b'{"id": 1, "counted": true}\n[]\n', "consensus-uncomputable"),
     ],
 )
@@ -425,31 +424,42 @@ def test_it_names_garbage_signed_by_the_site_key_instead_of_crashing(
 
 
 @pytest.mark.parametrize(
-    ("path", "content"),
+    ("path", "content", "named"),
     [
-        ("consensus.json", b"[" * 100_000),
-        ("package.json", b'{"records": ' + b"9" * 5_000 + b"}"),
-        ("records.ndjson", b'{"a":' * 5_000 + b"1" + b"}" * 5_000 + b"\n"),
+        ("consensus.json", b"[" * 100_000, "consensus.json: nesting deeper than 64"),
+        ("package.json", b'{"records": ' + b"9" * 5_000 + b"}", "package.json: number literal"),
+        (
+            "records.ndjson",
+            b'{"a":' * 5_000 + b"1" + b"}" * 5_000 + b"\n",
+            "records.ndjson:1: nesting deeper than 64",
+        ),
+        ("recipes/index.json", b"{not json", "recipes/index.json: not valid JSON"),
     ],
-    ids=["consensus-100000-deep", "package-5000-digit-number", "record-5000-deep"],
+    ids=["consensus-100000-deep", "package-5000-digit-number", "record-5000-deep", "not-json"],
 )
-def test_it_names_hostile_json_in_a_package_instead_of_a_traceback(
+def test_it_exits_2_naming_a_json_member_the_bounded_loader_refuses(
     package: Path,
     site_key: Any,
     trusted_key_file: Path,
     tmp_path: Path,
     path: str,
     content: bytes,
+    named: str,
     capsys: Any,
 ) -> None:
+    """Signed by the site key, listed in the manifest, and still not a package: the member is
+    named and nothing after it is checked (exit 2, not a RecursionError or a list of problems)."""
+
     def garble(files: dict[str, bytes]) -> None:
         files[path] = content
 
     hostile = _rewrite(package, tmp_path / "t.tar.gz", garble, sign_with=site_key)
     with pytest.raises(SystemExit) as exit_:
-        call_command("verify_audit", str(hostile), "--key", str(trusted_key_file))
-    assert exit_.value.code == EXIT_PROBLEMS
-    assert f"PROBLEM not-json {path}" in capsys.readouterr().out
+        call_command("verify_audit", str(hostile), "--key", str(trusted_key_file), "--json")
+    assert exit_.value.code == EXIT_UNREADABLE
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["ok"] is False
+    assert answer["error"].startswith(named), answer
 
 
 def test_its_readme_commands_verify_it_with_public_tools(package: Path, tmp_path: Path) -> None:

@@ -37,9 +37,11 @@ def site_signing_key_file(
 def _no_cluster_test_throttle(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests test connections freely (the throttle's counts would otherwise carry across tests
     sharing a cache); ``test_cluster_connection_policy.py`` checks the throttle itself."""
-    from validators_app.throttles import ClusterTestThrottle
+    from validators_app.throttles import CLUSTER_TEST_THROTTLES
 
-    monkeypatch.setattr(ClusterTestThrottle, "THROTTLE_RATES", {"cluster-test": None})
+    for throttle in CLUSTER_TEST_THROTTLES:
+        rates = {"cluster-test": None, "cluster-test-user": None}
+        monkeypatch.setattr(throttle, "THROTTLE_RATES", rates)
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from validators_app.services.clusters import (
     cluster_register,
     cluster_test_connection,
 )
-from validators_app.throttles import ClusterTestThrottle
+from validators_app.throttles import CLUSTER_TEST_THROTTLES
 
 TAGS = ["clusters"]
 READ_ROLES = (Role.MAINTAINER, Role.AUDITOR)
@@ -220,7 +220,7 @@ class ClusterTestView(APIView):
 
     authentication_classes = [BearerTokenAuthentication]
     permission_classes = [HasRole.of(Role.MAINTAINER)]
-    throttle_classes = [ClusterTestThrottle]
+    throttle_classes = list(CLUSTER_TEST_THROTTLES)
 
     @extend_schema(
         summary="Test a cluster's connection",
@@ -229,7 +229,8 @@ class ClusterTestView(APIView):
             "class: `not reachable` (refused, timed out, dropped or TLS alike), `refused` (an "
             "address this site does not connect to), credentials refused (401/403) or `invalid "
             "answer`. The result is also recorded on the cluster. Throttled per user and "
-            "cluster (`CLUSTER_TEST_RATE`)."
+            "cluster (`CLUSTER_TEST_RATE`) and per user across clusters "
+            "(`CLUSTER_TEST_USER_RATE`)."
         ),
         request=None,
         responses={

@@ -4,7 +4,10 @@ The answer comes from an address a maintainer typed, so it is read as hostile: a
 ``max_answer_bytes`` (the client's ``outbound.Limits`` bound the bytes received and the whole
 exchange's time), parsed with the bounded JSON loader, and the version shown is cut to
 ``MAX_VERSION_CHARS``. What users see never says what a port answered: refused, timed out,
-dropped and TLS failures are all ``NOT_REACHABLE`` (the exception is logged for operators).
+dropped and TLS failures are all ``NOT_REACHABLE``, and every answer that is not a Kubernetes
+version (another status, not JSON, too deep, over the cap) is the one ``INVALID_ANSWER``; the
+exception or the status and size are logged for operators. Only 401/403 are told apart, since
+the maintainer needs to know that the credentials were refused.
 """
 
 from __future__ import annotations
@@ -63,7 +66,8 @@ def test_connection(
     except outbound.DestinationRefused as exc:
         return ConnectionResult(False, "", f"refused: {exc.message}")
     except outbound.AnswerTooLarge:
-        return ConnectionResult(False, "", f"{INVALID_ANSWER} (over {max_answer_bytes} bytes)")
+        logger.info("connection test: answer over %d bytes", max_answer_bytes)
+        return ConnectionResult(False, "", INVALID_ANSWER)
     except (outbound.OutboundError, urllib3.exceptions.HTTPError, OSError) as exc:
         logger.info("connection test: %s", type(exc).__name__, exc_info=True)
         return ConnectionResult(False, "", NOT_REACHABLE)
@@ -71,13 +75,16 @@ def test_connection(
         word = "unauthorized" if resp.status == 401 else "forbidden"
         return ConnectionResult(False, "", f"HTTP {resp.status}: credentials were refused ({word})")
     if not 200 <= resp.status <= 299:
-        return ConnectionResult(False, "", f"{INVALID_ANSWER} (HTTP {resp.status})")
+        logger.info("connection test: HTTP %d from /version", resp.status)
+        return ConnectionResult(False, "", INVALID_ANSWER)
     try:
         doc = load_json(data, what="/version", limits=_VERSION_LIMITS)
-    except JSONLimitError:
+    except JSONLimitError as exc:
+        logger.info("connection test: %s", exc)
         return ConnectionResult(False, "", INVALID_ANSWER)
     version = doc.get("gitVersion") if isinstance(doc, dict) else None
     if not isinstance(version, str) or not version.strip():
+        logger.info("connection test: no gitVersion string in /version")
         return ConnectionResult(False, "", INVALID_ANSWER)
     shown = _printable(version.strip())
     return ConnectionResult(True, shown, f"connected; Kubernetes {shown}")

@@ -10,6 +10,10 @@ the same tree again changes nothing.
 ``--allowlist`` (default ``diff``) compares the tree's ``allowlist.yaml`` with the site's:
 ``diff`` prints what would change, ``apply`` publishes the merged allowlist as a new version
 (entries only the site has are kept), ``skip`` leaves it alone.
+
+Exit 2 when the tree as a whole is refused (no evidence folder, an invalid or hostile
+``allowlist.yaml``, named); a pointer file that breaks the contract is one refused row, named
+with its reason, and the rest of the tree is still imported.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ class Command(BaseCommand):
         try:
             report = pointers.pointer_import(path=Path(str(options["path"])))
         except pointers.PointerImportError as exc:
-            raise CommandError(str(exc)) from None
+            raise CommandError(str(exc), returncode=2) from None
         tree = report.tree
         self.stdout.write(
             f"{tree.evidence_dir}"
@@ -76,7 +80,7 @@ class Command(BaseCommand):
             else:
                 diff, row = allowlist_sync.allowlist_diff(tree_body=text), None
         except ValidationError as exc:
-            raise CommandError(f"allowlist: {exc.messages[0]}") from None
+            raise CommandError(f"allowlist: {exc.messages[0]}", returncode=2) from None
         base = f"#{diff.current.pk}" if diff.current is not None else "none"
         self.stdout.write(f"allowlist (site's in force: {base}; + added, = kept, ~ moved):")
         for line in diff.lines():

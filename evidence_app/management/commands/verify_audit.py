@@ -2,7 +2,9 @@
 package offline (no database, no network; ``evidence_app.exports.audit``).
 
 Exit status: 0 everything verified; 1 problems found (each named); 2 the package or the key
-cannot be read at all.
+cannot be read at all: not a tar.gz, a header declaring more than the limits, or a JSON member
+the bounded loader refuses (too deep, too large, an overlong number, not JSON), the member
+named.
 """
 
 from __future__ import annotations

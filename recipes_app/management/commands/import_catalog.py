@@ -1,4 +1,8 @@
-"""manage.py import_catalog PATH: import an AICR recipe tree (directory) or a catalog snapshot."""
+"""manage.py import_catalog PATH: import an AICR recipe tree (directory) or a catalog snapshot.
+
+Exit 2 when the tree or snapshot is refused (a file named with what is wrong: too deep, an
+overlong number, not YAML or JSON, a broken reference); nothing is stored then.
+"""
 
 from __future__ import annotations
 
@@ -52,10 +56,11 @@ class Command(BaseCommand):
                 source = str(options["source"] or snapshot.source or path.name)
                 version = str(aicr_version or snapshot.aicr_version or DEFAULT_AICR_VERSION)
             else:
-                raise CommandError(f"{path}: no such directory or snapshot file")
+                raise CommandError(f"{path}: no such directory or snapshot file", returncode=2)
             result = catalog_import(files=files, source=source, aicr_version=version)
         except (resolver.CatalogError, SnapshotError) as exc:
-            raise CommandError(f"catalog not imported: {exc}") from exc
+            # Exit 2 like every command refusing its input (1 is left to Django's own errors).
+            raise CommandError(f"catalog not imported: {exc}", returncode=2) from exc
 
         catalog = result.catalog
         if not result.created:
