@@ -29,13 +29,22 @@ from .ctrf import merge_reports, to_bytes
 from .images import resolve_image
 from .kube import RetryPolicy
 from .logs import process_logs
-from .model import PHASE_ORDER, CheckOutcome, ConnectionResult, RunHooks, RunOutcome, RunSpec
+from .model import (
+    PHASE_ORDER,
+    CheckInputs,
+    CheckOutcome,
+    ConnectionResult,
+    RunHooks,
+    RunOutcome,
+    RunSpec,
+)
 from .plan import job_name
 from .readiness import ReadinessFailure, check_readiness, evaluate_constraint
 from .run import run_validation
 
 __all__ = [
     "PHASE_ORDER",
+    "CheckInputs",
     "CheckOutcome",
     "ConnectionResult",
     "ReadinessFailure",
