@@ -1,5 +1,6 @@
-"""Maintainers' admin for clusters: registered and re-keyed through ``services.clusters``; the
-kubeconfig is a write-only field (never rendered back, not even on the change form)."""
+"""Maintainers' admin for clusters: registered, re-keyed and re-scheduled through
+``services.clusters``; the kubeconfig and the HF token are write-only fields (never rendered
+back, not even on the change form)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
@@ -16,7 +18,7 @@ from evidence_app import permissions
 from evidence_app.models import Role
 from validators_app.crypto import KeyUnavailable
 from validators_app.kubeconfig import MAX_KUBECONFIG_BYTES
-from validators_app.models import Cluster
+from validators_app.models import Cluster, NcclFabric
 from validators_app.services import clusters
 
 
@@ -24,7 +26,76 @@ def _is_maintainer(request: HttpRequest) -> bool:
     return Role.MAINTAINER in permissions.roles_of(request.user)
 
 
-class ClusterAddForm(forms.ModelForm):
+# The service's settings, the write-only token followed by its "clear" box.
+SETTINGS_FIELDS = tuple(
+    name
+    for setting in clusters.SETTING_FIELDS
+    for name in ((setting, "clear_hf_token") if setting == "hf_token" else (setting,))
+)
+
+
+class SettingsFields(forms.Form):
+    """The scheduling settings and check inputs; checked by ``services.clusters``."""
+
+    image_pull_secrets = forms.JSONField(
+        required=False,
+        help_text='JSON list of Secret names in the run\'s namespace, e.g. ["regcred"].',
+    )
+    node_selector = forms.JSONField(
+        required=False,
+        help_text="JSON label map: the snapshot agent's nodeSelector and AICR_NODE_SELECTOR, "
+        'e.g. {"nodepool": "gpu"}.',
+    )
+    tolerations = forms.JSONField(
+        required=False,
+        help_text="JSON list of Kubernetes tolerations for the inner workloads (AICR_TOLERATIONS).",
+    )
+    agent_tolerations = forms.JSONField(
+        required=False,
+        help_text="JSON list of the snapshot agent's tolerations. Empty (null) = AICR's default, "
+        "tolerate every taint; [] = none.",
+    )
+    hf_token = forms.CharField(
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="HF_TOKEN for inference-perf. Stored encrypted; never shown. Leave empty to "
+        "keep the stored one.",
+    )
+    clear_hf_token = forms.BooleanField(required=False, help_text="Remove the stored HF token.")
+    nccl_fabric = forms.ChoiceField(choices=NcclFabric.choices, required=False)
+    require_scoped_inference_gateway = forms.BooleanField(required=False)
+    inference_perf_no_cleanup = forms.BooleanField(required=False)
+
+    def initial_from(self, cluster: Cluster) -> None:
+        for name in clusters.SETTING_FIELDS:
+            if name != "hf_token":  # write-only: never an initial value
+                self.initial[name] = getattr(cluster, name)
+
+    def settings_from(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The service's settings from the cleaned form: the whole state except the token,
+        which changes only when typed in or cleared."""
+        settings = {
+            "image_pull_secrets": data.get("image_pull_secrets"),
+            "node_selector": data.get("node_selector"),
+            "tolerations": data.get("tolerations"),
+            "agent_tolerations": data.get("agent_tolerations"),
+            "nccl_fabric": data.get("nccl_fabric") or "",
+            "require_scoped_inference_gateway": bool(data.get("require_scoped_inference_gateway")),
+            "inference_perf_no_cleanup": bool(data.get("inference_perf_no_cleanup")),
+        }
+        if data.get("hf_token"):
+            settings["hf_token"] = data["hf_token"]
+        elif data.get("clear_hf_token"):
+            settings["hf_token"] = ""
+        return settings
+
+    def add_service_error(self, exc: clusters.ClusterRegistrationError) -> None:
+        field = exc.field if exc.field in self.fields else None
+        self.add_error(field, exc.message)
+
+
+class ClusterAddForm(SettingsFields, forms.ModelForm):
     """Registers through the service from ``clean()``: that way every refusal, including a
     name taken a moment ago or a missing encryption key, is a form error, never a 500."""
 
@@ -55,9 +126,10 @@ class ClusterAddForm(forms.ModelForm):
                     kubeconfig_text=data["kubeconfig"],
                     environment=data["environment"],
                     by=self.user,
+                    settings=self.settings_from(data),
                 )
             except clusters.ClusterRegistrationError as exc:
-                self.add_error(exc.field, exc.message)
+                self.add_service_error(exc)
             except KeyUnavailable as exc:
                 self.add_error(None, str(exc))
         return data
@@ -66,8 +138,10 @@ class ClusterAddForm(forms.ModelForm):
         pass  # the service checked the name (backed by the unique constraint)
 
 
-class ClusterChangeForm(forms.ModelForm):
-    """Renames and re-keys through the service from ``clean()`` (see ``ClusterAddForm``)."""
+class ClusterChangeForm(SettingsFields, forms.ModelForm):
+    """Renames, re-keys and re-schedules through the service from ``clean()`` (see
+    ``ClusterAddForm``): every setting is checked before anything is stored, and the rename
+    and the settings are stored together."""
 
     new_kubeconfig = forms.CharField(
         required=False,
@@ -84,20 +158,27 @@ class ClusterChangeForm(forms.ModelForm):
 
     def __init__(self, *args: Any, user: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.initial_from(self.instance)
 
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
         if not self.errors:
+            settings = self.settings_from(data)
             try:
-                clusters.cluster_update(
-                    cluster=self.instance,
-                    name=data["name"],
-                    kubeconfig_text=data.get("new_kubeconfig") or None,
-                )
+                clusters.settings_check(settings)  # refused settings store nothing at all
+                with transaction.atomic():
+                    clusters.cluster_update(
+                        cluster=self.instance,
+                        name=data["name"],
+                        kubeconfig_text=data.get("new_kubeconfig") or None,
+                    )
+                    clusters.cluster_settings_update(cluster=self.instance, settings=settings)
             except clusters.ClusterRegistrationError as exc:
-                field = "new_kubeconfig" if exc.field == "kubeconfig" else exc.field
-                self.add_error(field, exc.message)
+                if exc.field == "kubeconfig":
+                    self.add_error("new_kubeconfig", exc.message)
+                else:
+                    self.add_service_error(exc)
             except KeyUnavailable as exc:
                 self.add_error(None, str(exc))
         return data
@@ -126,7 +207,7 @@ class ClusterAdmin(admin.ModelAdmin):
     ]
 
     # The kubeconfig never appears in Django's error reports.
-    @method_decorator(sensitive_post_parameters("kubeconfig", "new_kubeconfig"))
+    @method_decorator(sensitive_post_parameters("kubeconfig", "new_kubeconfig", "hf_token"))
     def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         return super().changeform_view(request, *args, **kwargs)
 
@@ -135,19 +216,22 @@ class ClusterAdmin(admin.ModelAdmin):
         self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
     ) -> Any:
         kwargs["form"] = ClusterAddForm if obj is None else ClusterChangeForm
+        # Only these are model fields of the form: the settings are plain form fields stored by
+        # the service, so the ModelForm never copies an unchecked value onto the instance.
+        kwargs["fields"] = ["name", "environment"] if obj is None else ["name"]
         form_class: Any = super().get_form(request, obj, change=change, **kwargs)
         return functools.partial(form_class, user=request.user)
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         if obj is None:
-            return ("name", "environment", "kubeconfig")
-        return ("name", "new_kubeconfig", *self.readonly_fields)
+            return ("name", "environment", "kubeconfig", *SETTINGS_FIELDS)
+        return ("name", "new_kubeconfig", *SETTINGS_FIELDS, *self.readonly_fields)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [] if obj is None else list(self.readonly_fields)
 
     def get_queryset(self, request: HttpRequest) -> Any:
-        return super().get_queryset(request).defer("kubeconfig_encrypted")
+        return super().get_queryset(request).defer("kubeconfig_encrypted", "hf_token_encrypted")
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return _is_maintainer(request) and super().has_module_permission(request)
