@@ -77,7 +77,9 @@ def events_of(api: kubernetes.client.ApiClient, pod: str) -> list[client.CoreV1E
 
 def job_done(api: kubernetes.client.ApiClient, name: str) -> client.V1Job | None:
     job = client.BatchV1Api(api).read_namespaced_job(name, NS)
-    conditions = {c.type for c in job.status.conditions or () if c.status == "True"}
+    # A Job just created has no status until the Job controller has seen it.
+    listed = (job.status.conditions if job.status else None) or ()
+    conditions = {c.type for c in listed if c.status == "True"}
     return job if conditions & {"Complete", "Failed"} else None
 
 
