@@ -144,11 +144,12 @@ def _check_toleration(raw: Any, where: str) -> dict[str, Any]:
             f"{where}: unknown field {unknown[0]!r} (allowed: key, operator, value, effect, "
             "tolerationSeconds)",
         )
-    key, operator = raw.get("key", ""), raw.get("operator", "Equal") or "Equal"
+    key, operator = raw.get("key", ""), raw.get("operator", "")
     value, effect = raw.get("value", ""), raw.get("effect", "")
     for name, item in (("key", key), ("operator", operator), ("value", value), ("effect", effect)):
         if not isinstance(item, str):
             raise SchedulingError(field, f"{where}.{name}: must be a string")
+    operator = operator or "Equal"  # Kubernetes' default
     if operator not in OPERATORS:
         raise SchedulingError(field, f"{where}.operator: must be Exists or Equal")
     if effect and effect not in EFFECTS:

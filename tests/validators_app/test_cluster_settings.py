@@ -116,6 +116,8 @@ BAD = [
     ({"tolerations": {"key": "a"}}, "tolerations", "must be a list"),
     ({"tolerations": ["a:NoSchedule"]}, "tolerations", "tolerations[0]: must be a toleration"),
     ({"tolerations": [{"key": "a", "operator": "In"}]}, "tolerations", "Exists or Equal"),
+    ({"tolerations": [{"key": "a", "operator": []}]}, "tolerations",
+     "tolerations[0].operator: must be a string"),
     ({"tolerations": [{"key": "a", "effect": "NoRun"}]}, "tolerations", "NoSchedule, Pref"),
     ({"tolerations": [{"value": "x"}]}, "tolerations", "an empty key needs operator Exists"),
     ({"tolerations": [{"key": "a", "operator": "Exists", "value": "x"}]}, "tolerations",
