@@ -116,7 +116,7 @@ BAD = [
     ({"tolerations": {"key": "a"}}, "tolerations", "must be a list"),
     ({"tolerations": ["a:NoSchedule"]}, "tolerations", "tolerations[0]: must be a toleration"),
     ({"tolerations": [{"key": "a", "operator": "In"}]}, "tolerations", "Exists or Equal"),
-    ({"tolerations": [{"key": "a", "operator": []}]}, "tolerations",
+    ({"tolerations": [{"key": "a", "operator": 0}]}, "tolerations",
      "tolerations[0].operator: must be a string"),
     ({"tolerations": [{"key": "a", "effect": "NoRun"}]}, "tolerations", "NoSchedule, Pref"),
     ({"tolerations": [{"value": "x"}]}, "tolerations", "an empty key needs operator Exists"),
