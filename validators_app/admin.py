@@ -17,8 +17,9 @@ from django.views.decorators.debug import sensitive_post_parameters
 from evidence_app import permissions
 from evidence_app.models import Role
 from validators_app.crypto import KeyUnavailable
+from validators_app.forms import SETTINGS_FIELDS, ClusterSettingsForm
 from validators_app.kubeconfig import MAX_KUBECONFIG_BYTES
-from validators_app.models import Cluster, NcclFabric
+from validators_app.models import Cluster
 from validators_app.services import clusters
 
 
@@ -26,76 +27,7 @@ def _is_maintainer(request: HttpRequest) -> bool:
     return Role.MAINTAINER in permissions.roles_of(request.user)
 
 
-# The service's settings, the write-only token followed by its "clear" box.
-SETTINGS_FIELDS = tuple(
-    name
-    for setting in clusters.SETTING_FIELDS
-    for name in ((setting, "clear_hf_token") if setting == "hf_token" else (setting,))
-)
-
-
-class SettingsFields(forms.Form):
-    """The scheduling settings and check inputs; checked by ``services.clusters``."""
-
-    image_pull_secrets = forms.JSONField(
-        required=False,
-        help_text='JSON list of Secret names in the run\'s namespace, e.g. ["regcred"].',
-    )
-    node_selector = forms.JSONField(
-        required=False,
-        help_text="JSON label map: the snapshot agent's nodeSelector and AICR_NODE_SELECTOR, "
-        'e.g. {"nodepool": "gpu"}.',
-    )
-    tolerations = forms.JSONField(
-        required=False,
-        help_text="JSON list of Kubernetes tolerations for the inner workloads (AICR_TOLERATIONS).",
-    )
-    agent_tolerations = forms.JSONField(
-        required=False,
-        help_text="JSON list of the snapshot agent's tolerations. Empty (null) = AICR's default, "
-        "tolerate every taint; [] = none.",
-    )
-    hf_token = forms.CharField(
-        required=False,
-        strip=True,
-        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
-        help_text="HF_TOKEN for inference-perf. Stored encrypted; never shown. Leave empty to "
-        "keep the stored one.",
-    )
-    clear_hf_token = forms.BooleanField(required=False, help_text="Remove the stored HF token.")
-    nccl_fabric = forms.ChoiceField(choices=NcclFabric.choices, required=False)
-    require_scoped_inference_gateway = forms.BooleanField(required=False)
-    inference_perf_no_cleanup = forms.BooleanField(required=False)
-
-    def initial_from(self, cluster: Cluster) -> None:
-        for name in clusters.SETTING_FIELDS:
-            if name != "hf_token":  # write-only: never an initial value
-                self.initial[name] = getattr(cluster, name)
-
-    def settings_from(self, data: dict[str, Any]) -> dict[str, Any]:
-        """The service's settings from the cleaned form: the whole state except the token,
-        which changes only when typed in or cleared."""
-        settings = {
-            "image_pull_secrets": data.get("image_pull_secrets"),
-            "node_selector": data.get("node_selector"),
-            "tolerations": data.get("tolerations"),
-            "agent_tolerations": data.get("agent_tolerations"),
-            "nccl_fabric": data.get("nccl_fabric") or "",
-            "require_scoped_inference_gateway": bool(data.get("require_scoped_inference_gateway")),
-            "inference_perf_no_cleanup": bool(data.get("inference_perf_no_cleanup")),
-        }
-        if data.get("hf_token"):
-            settings["hf_token"] = data["hf_token"]
-        elif data.get("clear_hf_token"):
-            settings["hf_token"] = ""
-        return settings
-
-    def add_service_error(self, exc: clusters.ClusterRegistrationError) -> None:
-        field = exc.field if exc.field in self.fields else None
-        self.add_error(field, exc.message)
-
-
-class ClusterAddForm(SettingsFields, forms.ModelForm):
+class ClusterAddForm(ClusterSettingsForm, forms.ModelForm):
     """Registers through the service from ``clean()``: that way every refusal, including a
     name taken a moment ago or a missing encryption key, is a form error, never a 500."""
 
@@ -138,7 +70,7 @@ class ClusterAddForm(SettingsFields, forms.ModelForm):
         pass  # the service checked the name (backed by the unique constraint)
 
 
-class ClusterChangeForm(SettingsFields, forms.ModelForm):
+class ClusterChangeForm(ClusterSettingsForm, forms.ModelForm):
     """Renames, re-keys and re-schedules through the service from ``clean()`` (see
     ``ClusterAddForm``): every setting is checked before anything is stored, and the rename
     and the settings are stored together."""

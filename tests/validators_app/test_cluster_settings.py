@@ -384,7 +384,10 @@ def test_a_refused_admin_setting_is_a_form_error_and_nothing_changes(admin_clien
     assert (cluster.name, cluster.node_selector, cluster.hf_token_encrypted) == ("c", {}, "")
     not_json = admin_client.post(change, change_form(cluster, tolerations="[{"))
     assert not_json.status_code == 200
-    assert "Enter a valid JSON." in not_json.content.decode()
+    assert "JSON: not valid JSON (" in not_json.content.decode()
+    deep = admin_client.post(change, change_form(cluster, tolerations="[" * 20_000 + "]" * 20_000))
+    assert deep.status_code == 200  # the bounded loader refuses it, re-shown without parsing
+    assert "JSON: nesting deeper than 2 levels" in deep.content.decode()
 
 
 def test_the_admin_adds_a_cluster_with_settings(admin_client: Client) -> None:
@@ -403,3 +406,77 @@ def test_the_admin_adds_a_cluster_with_settings(admin_client: Client) -> None:
     cluster = Cluster.objects.get(name="sim-admin")
     assert cluster.tolerations == [TOLERATION]
     assert cluster.agent_tolerations is None
+
+
+# --- the settings page -------------------------------------------------------------------------
+
+
+def signed_in(role: str) -> Client:
+    from evidence_app.services.tokens import user_with_role
+
+    browser = Client()
+    browser.force_login(user_with_role(username=f"{role}-page", role=role))
+    return browser
+
+
+def test_a_maintainer_changes_settings_on_the_page(real_catalog: Any) -> None:
+    cluster = cluster_register(
+        name="c", kubeconfig_text=kubeconfig(), environment="simulated", settings=SETTINGS
+    )
+    browser = signed_in(Role.MAINTAINER)
+    url = f"/clusters/{cluster.pk}/settings/"
+    assert f'href="{url}"' in browser.get(f"/clusters/{cluster.pk}/").content.decode()
+    form = browser.get(url)
+    assert form.status_code == 200
+    page = form.content.decode()
+    assert TOKEN not in page
+    assert cluster.hf_token_encrypted not in page
+    assert "mirror.creds" in page  # the stored values are the form's initial values
+    response = browser.post(
+        url,
+        {
+            "image_pull_secrets": '["regcred"]',
+            "node_selector": "{}",
+            "tolerations": "[]",
+            "agent_tolerations": "null",
+            "nccl_fabric": "",
+        },
+    )
+    assert response.status_code == 302
+    assert response["Location"] == f"/clusters/{cluster.pk}/"
+    cluster.refresh_from_db()
+    assert cluster.image_pull_secrets == ["regcred"]
+    assert (cluster.node_selector, cluster.tolerations, cluster.agent_tolerations) == ({}, [], None)
+    assert (cluster.nccl_fabric, cluster.require_scoped_inference_gateway) == ("", False)
+    assert crypto.secret_decrypt(cluster.hf_token_encrypted) == TOKEN  # kept: not typed in
+
+
+def test_a_refused_setting_on_the_page_is_a_400_on_its_field_and_nothing_changes() -> None:
+    cluster = plain_cluster()
+    url = f"/clusters/{cluster.pk}/settings/"
+    response = signed_in(Role.MAINTAINER).post(
+        url,
+        {
+            "image_pull_secrets": '["regcred"]',
+            "tolerations": '[{"key": "a", "operator": "Exists", "value": "x"}]',
+            "hf_token": TOKEN,
+        },
+    )
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "tolerations[0].value: must be empty when operator is Exists" in page
+    assert TOKEN not in page  # the typed token is not sent back either
+    cluster.refresh_from_db()
+    assert (cluster.image_pull_secrets, cluster.hf_token_encrypted) == ([], "")
+
+
+@pytest.mark.parametrize("role", [Role.AUDITOR, Role.CONTRIBUTOR])
+def test_only_maintainers_reach_the_settings_page(role: str) -> None:
+    cluster = plain_cluster()
+    browser = signed_in(role)
+    url = f"/clusters/{cluster.pk}/settings/"
+    assert browser.get(url).status_code == 403
+    assert browser.post(url, {"nccl_fabric": "roce"}).status_code == 403
+    cluster.refresh_from_db()
+    assert cluster.nccl_fabric == ""
+    assert Client().get(url).status_code == 302  # anonymous: sign in first
