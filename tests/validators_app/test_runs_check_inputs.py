@@ -4,14 +4,15 @@ and the HF token, which has to go there in clear as AICR sends it, is stored now
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import pytest
 from django.core import serializers
 
+from aicr_site.celery import app as celery_app
 from tests.k8s_sim import SCENARIOS, SimulatedCluster
-from tests.validators_app.test_runs_scenarios import eager  # noqa: F401 - fixture
 from validators_app.models import CheckRun, RunStatus, ValidationRun
 from validators_app.services import clusters, runs
 
@@ -20,8 +21,17 @@ RECIPE = "h100-eks-ubuntu-inference-dynamo"  # declares inference-perf
 TOKEN = "hf_RunScopedToken0123456789"
 
 
+@pytest.fixture
+def tasks_in_process() -> Iterator[None]:
+    """The run's task executes in this process even where REDIS_URL is set (CI)."""
+    saved = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    yield
+    celery_app.conf.task_always_eager = saved
+
+
 def test_the_hf_token_reaches_only_inference_perf_and_is_stored_nowhere(
-    eager: None,  # noqa: F811 - the fixture imported above
+    tasks_in_process: None,
     real_catalog: Any,
     django_capture_on_commit_callbacks: Any,
     monkeypatch: pytest.MonkeyPatch,
