@@ -62,7 +62,9 @@ def test_the_hf_token_reaches_only_inference_perf_and_is_stored_nowhere(
         with django_capture_on_commit_callbacks(execute=True):
             run = runs.run_start(cluster=cluster, recipe_name=RECIPE, phases=["performance"])
     run.refresh_from_db()
-    assert run.status in (RunStatus.PASSED, RunStatus.FAILED), run.error
+    # The run went through its checks (its verdict, and publishing, are other tests' matter).
+    assert run.status not in (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.ERROR), run.error
+    assert run.checks.filter(name="inference-perf").exclude(exit_code=None).exists()
     assert envs["inference-perf"]["HF_TOKEN"] == TOKEN
     assert envs["inference-perf"]["AICR_INFERENCE_PERF_NO_CLEANUP"] == "1"
     others = {check: env for check, env in envs.items() if check != "inference-perf"}
