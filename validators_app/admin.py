@@ -1,5 +1,6 @@
-"""Maintainers' admin for clusters: registered and re-keyed through ``services.clusters``; the
-kubeconfig is a write-only field (never rendered back, not even on the change form)."""
+"""Maintainers' admin for clusters: registered, re-keyed and re-scheduled through
+``services.clusters``; the kubeconfig and the HF token are write-only fields (never rendered
+back, not even on the change form)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
@@ -15,6 +17,7 @@ from django.views.decorators.debug import sensitive_post_parameters
 from evidence_app import permissions
 from evidence_app.models import Role
 from validators_app.crypto import KeyUnavailable
+from validators_app.forms import SETTINGS_FIELDS, ClusterSettingsForm
 from validators_app.kubeconfig import MAX_KUBECONFIG_BYTES
 from validators_app.models import Cluster
 from validators_app.services import clusters
@@ -24,7 +27,7 @@ def _is_maintainer(request: HttpRequest) -> bool:
     return Role.MAINTAINER in permissions.roles_of(request.user)
 
 
-class ClusterAddForm(forms.ModelForm):
+class ClusterAddForm(ClusterSettingsForm, forms.ModelForm):
     """Registers through the service from ``clean()``: that way every refusal, including a
     name taken a moment ago or a missing encryption key, is a form error, never a 500."""
 
@@ -55,9 +58,10 @@ class ClusterAddForm(forms.ModelForm):
                     kubeconfig_text=data["kubeconfig"],
                     environment=data["environment"],
                     by=self.user,
+                    settings=self.settings_from(data),
                 )
             except clusters.ClusterRegistrationError as exc:
-                self.add_error(exc.field, exc.message)
+                self.add_service_error(exc)
             except KeyUnavailable as exc:
                 self.add_error(None, str(exc))
         return data
@@ -66,8 +70,10 @@ class ClusterAddForm(forms.ModelForm):
         pass  # the service checked the name (backed by the unique constraint)
 
 
-class ClusterChangeForm(forms.ModelForm):
-    """Renames and re-keys through the service from ``clean()`` (see ``ClusterAddForm``)."""
+class ClusterChangeForm(ClusterSettingsForm, forms.ModelForm):
+    """Renames, re-keys and re-schedules through the service from ``clean()`` (see
+    ``ClusterAddForm``): every setting is checked before anything is stored, and the rename
+    and the settings are stored together."""
 
     new_kubeconfig = forms.CharField(
         required=False,
@@ -84,20 +90,27 @@ class ClusterChangeForm(forms.ModelForm):
 
     def __init__(self, *args: Any, user: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.initial_from(self.instance)
 
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
         if not self.errors:
+            settings = self.settings_from(data)
             try:
-                clusters.cluster_update(
-                    cluster=self.instance,
-                    name=data["name"],
-                    kubeconfig_text=data.get("new_kubeconfig") or None,
-                )
+                clusters.settings_check(settings)  # refused settings store nothing at all
+                with transaction.atomic():
+                    clusters.cluster_update(
+                        cluster=self.instance,
+                        name=data["name"],
+                        kubeconfig_text=data.get("new_kubeconfig") or None,
+                    )
+                    clusters.cluster_settings_update(cluster=self.instance, settings=settings)
             except clusters.ClusterRegistrationError as exc:
-                field = "new_kubeconfig" if exc.field == "kubeconfig" else exc.field
-                self.add_error(field, exc.message)
+                if exc.field == "kubeconfig":
+                    self.add_error("new_kubeconfig", exc.message)
+                else:
+                    self.add_service_error(exc)
             except KeyUnavailable as exc:
                 self.add_error(None, str(exc))
         return data
@@ -126,7 +139,7 @@ class ClusterAdmin(admin.ModelAdmin):
     ]
 
     # The kubeconfig never appears in Django's error reports.
-    @method_decorator(sensitive_post_parameters("kubeconfig", "new_kubeconfig"))
+    @method_decorator(sensitive_post_parameters("kubeconfig", "new_kubeconfig", "hf_token"))
     def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         return super().changeform_view(request, *args, **kwargs)
 
@@ -135,19 +148,22 @@ class ClusterAdmin(admin.ModelAdmin):
         self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
     ) -> Any:
         kwargs["form"] = ClusterAddForm if obj is None else ClusterChangeForm
+        # Only these are model fields of the form: the settings are plain form fields stored by
+        # the service, so the ModelForm never copies an unchecked value onto the instance.
+        kwargs["fields"] = ["name", "environment"] if obj is None else ["name"]
         form_class: Any = super().get_form(request, obj, change=change, **kwargs)
         return functools.partial(form_class, user=request.user)
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         if obj is None:
-            return ("name", "environment", "kubeconfig")
-        return ("name", "new_kubeconfig", *self.readonly_fields)
+            return ("name", "environment", "kubeconfig", *SETTINGS_FIELDS)
+        return ("name", "new_kubeconfig", *SETTINGS_FIELDS, *self.readonly_fields)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [] if obj is None else list(self.readonly_fields)
 
     def get_queryset(self, request: HttpRequest) -> Any:
-        return super().get_queryset(request).defer("kubeconfig_encrypted")
+        return super().get_queryset(request).defer("kubeconfig_encrypted", "hf_token_encrypted")
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return _is_maintainer(request) and super().has_module_permission(request)

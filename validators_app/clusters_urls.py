@@ -11,4 +11,5 @@ urlpatterns = [
     path("new/", clusters_views.cluster_new, name="new"),
     path("<int:pk>/", clusters_views.cluster_detail, name="detail"),
     path("<int:pk>/test/", clusters_views.cluster_test, name="test"),
+    path("<int:pk>/settings/", clusters_views.cluster_settings, name="settings"),
 ]

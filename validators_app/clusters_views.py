@@ -1,5 +1,5 @@
 """The cluster pages: list, one cluster (with "Test connection" over htmx and its recent runs),
-and "Add cluster".
+"Add cluster", and a cluster's scheduling settings.
 
 Thin views: reads through ``Cluster`` QuerySets, writes through ``services.clusters``.
 Maintainers and auditors may read (a cluster's server says where a site's GPUs are);
@@ -22,7 +22,7 @@ from aicr_site.lib.htmx import HtmxHttpRequest
 from evidence_app import permissions
 from evidence_app.models import Role
 from validators_app.crypto import KeyUnavailable
-from validators_app.forms import ClusterRegisterForm
+from validators_app.forms import ClusterRegisterForm, ClusterSettingsForm
 from validators_app.models import Cluster
 from validators_app.services import clusters
 from validators_app.throttles import cluster_test_allowed
@@ -57,7 +57,7 @@ def _cluster_or_404(pk: int) -> Cluster:
 
 
 READ_REFUSAL = "Clusters are visible to maintainers and auditors only."
-MANAGE_REFUSAL = "Only a maintainer can add clusters or test their connection."
+MANAGE_REFUSAL = "Only a maintainer can add clusters, change them or test their connection."
 
 
 # --- pages ---------------------------------------------------------------------------------
@@ -130,3 +130,30 @@ def cluster_new(request: HtmxHttpRequest) -> HttpResponse:
             return HttpResponseRedirect(reverse("clusters:detail", args=[cluster.pk]))
     status = 400 if form.is_bound else 200
     return render(request, "validators_app/clusters/new.html", {"form": form}, status=status)
+
+
+# The HF token stays out of Django's error reports, as the kubeconfig does.
+@sensitive_post_parameters("hf_token")
+@sensitive_variables("settings")
+@require_http_methods(["GET", "HEAD", "POST"])
+def cluster_settings(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Change a cluster's scheduling settings and check inputs (the form shows the stored
+    values, never the HF token)."""
+    if not can_manage(request.user):
+        return _refuse(request, MANAGE_REFUSAL)
+    cluster = _cluster_or_404(pk)
+    form = ClusterSettingsForm(request.POST if request.method == "POST" else None)
+    form.initial_from(cluster)
+    if form.is_bound and form.is_valid():
+        settings = form.settings_from(form.cleaned_data)
+        try:
+            clusters.cluster_settings_update(cluster=cluster, settings=settings)
+        except clusters.ClusterRegistrationError as exc:
+            form.add_service_error(exc)
+        except KeyUnavailable as exc:
+            form.add_error(None, str(exc))
+        else:
+            return HttpResponseRedirect(reverse("clusters:detail", args=[cluster.pk]))
+    context = {"cluster": cluster, "form": form}
+    status = 400 if form.is_bound else 200
+    return render(request, "validators_app/clusters/settings.html", context, status=status)

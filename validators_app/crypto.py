@@ -71,14 +71,30 @@ def kubeconfig_encrypt(text: str) -> str:
 
 
 @sensitive_variables()  # all: the token and the plaintext
-def kubeconfig_decrypt(token: str) -> str:
+def _decrypt(token: str, what: str) -> str:
     try:
         return _fernet().decrypt(token.encode("ascii")).decode("utf-8")
     except (InvalidToken, UnicodeError):
         raise KeyUnavailable(
-            "the cluster's kubeconfig cannot be decrypted with the configured "
+            f"{what} cannot be decrypted with the configured "
             "CLUSTER_KUBECONFIG_KEY keys (was the key that encrypted it removed?)"
         ) from None
+
+
+@sensitive_variables()
+def kubeconfig_decrypt(token: str) -> str:
+    return _decrypt(token, "the cluster's kubeconfig")
+
+
+@sensitive_variables("text")
+def secret_encrypt(text: str) -> str:
+    """A cluster's other secret inputs (the HF token) under the kubeconfig keys."""
+    return kubeconfig_encrypt(text)
+
+
+@sensitive_variables()
+def secret_decrypt(token: str) -> str:
+    return _decrypt(token, "the cluster's stored token")
 
 
 def kubeconfig_reencrypt(token: str) -> str:

@@ -16,6 +16,11 @@ class Environment(models.TextChoices):
     SIMULATED = "simulated", "Simulated (test double, never counts)"
 
 
+class NcclFabric(models.TextChoices):
+    DEFAULT = "", "EFA (AICR's default)"
+    ROCE = "roce", "RoCE"
+
+
 class ClusterQuerySet(models.QuerySet["Cluster"]):
     def simulated(self) -> ClusterQuerySet:
         return self.filter(environment=Environment.SIMULATED)
@@ -53,6 +58,30 @@ class Cluster(models.Model):
     last_test_server_version = models.CharField(max_length=100, blank=True)
     last_test_detail = models.TextField(blank=True)
     last_tested_at = models.DateTimeField(null=True, blank=True)
+    # Scheduling, as aicr validate's flags (checked by validators_app.scheduling):
+    image_pull_secrets: models.JSONField[list[str], list[str]] = models.JSONField(
+        default=list, blank=True, help_text="Secrets in the run's namespace (--image-pull-secret)."
+    )
+    node_selector: models.JSONField[dict[str, str], dict[str, str]] = models.JSONField(
+        default=dict, blank=True, help_text="Agent nodeSelector and AICR_NODE_SELECTOR."
+    )
+    tolerations: models.JSONField[list[dict[str, object]], list[dict[str, object]]] = (
+        models.JSONField(
+            default=list, blank=True, help_text="AICR_TOLERATIONS for the inner workloads."
+        )
+    )
+    # None: AICR's default for the agent (tolerate every taint); []: none.
+    agent_tolerations: models.JSONField[
+        list[dict[str, object]] | None, list[dict[str, object]] | None
+    ] = models.JSONField(null=True, blank=True, default=None)
+    # Check-scoped inputs (AICR forwards them from its CLI environment):
+    # HF_TOKEN for inference-perf, a Fernet token like the kubeconfig; "" when not set.
+    hf_token_encrypted = models.TextField(blank=True, default="", editable=False)
+    nccl_fabric = models.CharField(
+        max_length=10, choices=NcclFabric.choices, blank=True, default=NcclFabric.DEFAULT
+    )
+    require_scoped_inference_gateway = models.BooleanField(default=False)
+    inference_perf_no_cleanup = models.BooleanField(default=False)
 
     objects = ClusterQuerySet.as_manager()
 
@@ -75,6 +104,10 @@ class Cluster(models.Model):
     @property
     def is_simulated(self) -> bool:
         return self.environment == Environment.SIMULATED
+
+    @property
+    def hf_token_set(self) -> bool:
+        return bool(self.hf_token_encrypted)
 
 
 # --- Validation runs ----------------------------------------------------------------------------
@@ -135,7 +168,11 @@ class ValidationRunQuerySet(models.QuerySet["ValidationRun"]):
     def for_listing(self) -> ValidationRunQuerySet:
         """What list pages and the API list show, without the large text and byte columns."""
         return self.select_related("cluster", "recipe", "recipe__catalog", "evidence").defer(
-            "snapshot_yaml", "ctrf", "phase_reports", "cluster__kubeconfig_encrypted"
+            "snapshot_yaml",
+            "ctrf",
+            "phase_reports",
+            "cluster__kubeconfig_encrypted",
+            "cluster__hf_token_encrypted",
         )
 
     def recent(self, limit: int = 10) -> ValidationRunQuerySet:

@@ -76,6 +76,7 @@ ROUTES = {
     "clusters:new": "/clusters/new/",
     "clusters:detail": "/clusters/1/",
     "clusters:test": "/clusters/1/test/",
+    "clusters:settings": "/clusters/1/settings/",
     "runs:list": "/runs/",
     "runs:start": "/runs/start/",
     "runs:detail": "/runs/1/",

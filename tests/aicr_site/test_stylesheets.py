@@ -51,6 +51,7 @@ PAGES: dict[str, Callable[[ApiObjects], str]] = {
     "clusters": lambda o: "/clusters/",
     "cluster": lambda o: f"/clusters/{o.cluster.pk}/",
     "new cluster": lambda o: "/clusters/new/",
+    "cluster settings": lambda o: f"/clusters/{o.cluster.pk}/settings/",
     "sign in": lambda o: "/accounts/login/",
     "unknown recipe": lambda o: "/recipes/no-such-recipe/",
 }

@@ -59,6 +59,8 @@ ROUTES_FED = {
     "check": "check-page",
     "api:cluster-list": "cluster-api",
     "clusters:new": "cluster-page",
+    "api:cluster-detail": "cluster-settings-api",
+    "clusters:settings": "cluster-settings-page",
     "aicrd:recipe": "aicrd",
     "aicrd:query": "aicrd",
     "api:evidence-list": "evidence-upload-api",
@@ -108,7 +110,6 @@ ROUTES_WITHOUT_DOCUMENTS = {
         "metrics",
         "api-schema",
         "api-docs",
-        "api:cluster-detail",
         "api:run-detail",
         "api:run-ctrf",
         "api:run-pointer",
@@ -361,6 +362,27 @@ def _feed_cluster_page(objects: ApiObjects, url: str) -> list[tuple[str, Respons
     ]
 
 
+def _feed_cluster_settings_api(objects: ApiObjects, url: str) -> list[tuple[str, Response]]:
+    client = _api(Role.MAINTAINER)
+    return [
+        (f"json:{name}", client.patch(url, data, content_type="application/json"))
+        for name, data in hostile_corpus.JSON.items()
+    ]
+
+
+def _feed_cluster_settings_page(objects: ApiObjects, url: str) -> list[tuple[str, Response]]:
+    """Each hostile JSON text pasted into each JSON field of the settings form."""
+    client = _page(Role.MAINTAINER)
+    fields = ("image_pull_secrets", "node_selector", "tolerations", "agent_tolerations")
+    answers = []
+    for name, data in hostile_corpus.JSON.items():
+        text = data.decode("utf-8", "replace")
+        if "\x00" in text:
+            continue  # a NUL in a form field is the NUL guard's (test_request_guards.py)
+        answers += [(f"{field}:{name}", client.post(url, {field: text})) for field in fields]
+    return answers
+
+
 def _feed_aicrd(objects: ApiObjects, url: str) -> list[tuple[str, Response]]:
     client = Client()
     yaml_bodies = [
@@ -408,6 +430,8 @@ FEEDERS: dict[str, Feeder] = {
     "check-page": _feed_check_page,
     "cluster-api": _feed_cluster_api,
     "cluster-page": _feed_cluster_page,
+    "cluster-settings-api": _feed_cluster_settings_api,
+    "cluster-settings-page": _feed_cluster_settings_page,
     "aicrd": _feed_aicrd,
     "evidence-upload-api": _feed_evidence_upload_api,
     "evidence-upload-page": _feed_evidence_upload_page,
@@ -422,6 +446,8 @@ def _url(name: str, objects: ApiObjects) -> str:
         return reverse(name, args=[objects.evidence.pk])
     if name == "api:run-cancel":
         return reverse(name, args=[objects.run.pk])
+    if name in ("api:cluster-detail", "clusters:settings"):
+        return reverse(name, args=[objects.cluster.pk])
     return reverse(name)
 
 

@@ -77,6 +77,7 @@ MATRIX: list[tuple[str, str, str, dict[str, Any] | None, tuple[int, ...]]] = [
     ("api:cluster-list", "get", "/api/v1/clusters/", None, CLUSTER_READ),
     ("api:cluster-list", "post", "/api/v1/clusters/", {}, MAINTAINER_WRITE_BAD_BODY),
     ("api:cluster-detail", "get", "/api/v1/clusters/{cluster}/", None, CLUSTER_READ),
+    ("api:cluster-detail", "patch", "/api/v1/clusters/{cluster}/", {}, MAINTAINER_WRITE_BAD_BODY),
     # Nothing listens on the cluster's port: the test answers at once, {"ok": false, ...}.
     ("api:cluster-test", "post", "/api/v1/clusters/{cluster}/test/", {}, (401, 403, 403, 200)),
     ("api:run-list", "get", "/api/v1/runs/", None, ALL_200),

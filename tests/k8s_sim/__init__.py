@@ -15,7 +15,9 @@ Everything it reports is SIMULATED: node names, versions, logs and timings are i
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
+import json
 import socket
 import threading
 import uuid
@@ -29,7 +31,7 @@ from .containers import CATALOG_CHECKS
 from .kubelet import ControlPlane
 from .scenarios import SCENARIOS, ApiFaults, HugeLogs, Node, Scenario, WatchFaults
 from .snapshot import node_labels
-from .store import BY_KIND, RESOURCES_BY_PLURAL, ObjectStore, Resource
+from .store import BY_KIND, RESOURCES_BY_PLURAL, ApiError, ObjectStore, Resource
 from .tls import issue_server_certificate
 
 __all__ = [
@@ -186,19 +188,14 @@ class SimulatedCluster:
             self.store.create(
                 RESOURCES_BY_PLURAL["namespaces"],
                 "",
-                {
-                    "metadata": {
-                        "name": namespace,
-                        "labels": {"kubernetes.io/metadata.name": namespace},
-                    },
-                    "spec": {"finalizers": ["kubernetes"]},
-                    "status": {"phase": "Active"},
-                },
+                _namespace(namespace),
             )
             for name in ("default",):
                 self.store.create(
                     RESOURCES_BY_PLURAL["serviceaccounts"], namespace, {"metadata": {"name": name}}
                 )
+        if self.scenario.registry_secret:
+            self._seed_pull_secret()
         gpu_allocatable = {node.name for node in self.scenario.gpu_nodes()}
         for node in self.scenario.nodes:
             capacity = {
@@ -250,6 +247,37 @@ class SimulatedCluster:
                     },
                 },
             )
+
+    def _seed_pull_secret(self) -> None:
+        """The namespace and registry Secret a maintainer creates before running AICR."""
+        namespace, scenario = self.scenario.secret_namespace, self.scenario
+        with contextlib.suppress(ApiError):  # a seeded namespace of the same name
+            self.store.create(
+                RESOURCES_BY_PLURAL["namespaces"],
+                "",
+                _namespace(namespace),
+            )
+        host = scenario.private_registry.split("/")[0]
+        auth = base64.b64encode(b"robot:simulated-password").decode()
+        config = json.dumps({"auths": {host: {"auth": auth}}}).encode()
+        self.store.create(
+            RESOURCES_BY_PLURAL["secrets"],
+            namespace,
+            {
+                "metadata": {"name": scenario.registry_secret},
+                "type": "kubernetes.io/dockerconfigjson",
+                "data": {".dockerconfigjson": base64.b64encode(config).decode()},
+            },
+        )
+
+
+def _namespace(name: str) -> dict[str, Any]:
+    """A namespace as the API server holds one (the name label is set by admission)."""
+    return {
+        "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    }
 
 
 def _stable_uuid(*parts: str) -> str:

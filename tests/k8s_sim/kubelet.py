@@ -32,10 +32,16 @@ CONFIGMAPS = RESOURCES_BY_PLURAL["configmaps"]
 SERVICEACCOUNTS = RESOURCES_BY_PLURAL["serviceaccounts"]
 NODES = RESOURCES_BY_PLURAL["nodes"]
 NAMESPACES = RESOURCES_BY_PLURAL["namespaces"]
+SECRETS = RESOURCES_BY_PLURAL["secrets"]
+EVENTS = RESOURCES_BY_PLURAL["events"]
+# The scheduler's filters only refuse these effects; PreferNoSchedule just lowers a score.
+_HARD_EFFECTS = ("NoSchedule", "NoExecute")
+_UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 
 _VALIDATOR_IMAGE = re.compile(r"aicr-validators/(deployment|performance|conformance)[:@]")
 START_DELAY_SIM_S = 2.0  # scheduling + image pull of a cached image
 GRACE_SIM_S = 1.0  # a terminating pod's shutdown
+PULL_BACK_OFF_SIM_S = 10.0  # the kubelet's first image pull back-off
 
 
 def rfc3339(moment: datetime) -> str:
@@ -198,19 +204,10 @@ class ControlPlane:
             "spec": {**template["spec"], "serviceAccountName": sa},
             "status": {"phase": "Pending", "qosClass": "Guaranteed"},
         }
-        node = self._schedule(pod["spec"])
+        node, refusal = self._schedule(pod["spec"])
         if node is None:
-            count = len(self.scenario.nodes)
             pod["status"]["conditions"] = [
-                {
-                    **_condition(
-                        "PodScheduled",
-                        "Unschedulable",
-                        f"0/{count} nodes are available: {count} node(s) didn't match Pod's "
-                        "node affinity/selector.",
-                    ),
-                    "status": "False",
-                }
+                {**_condition("PodScheduled", "Unschedulable", refusal), "status": "False"}
             ]
         else:
             pod["spec"]["nodeName"] = node
@@ -230,6 +227,8 @@ class ControlPlane:
                 for c in pod["spec"]["containers"]
             ]
         created = self.store.create(PODS, namespace, pod)
+        if node is None:
+            self._event(created, "Warning", "FailedScheduling", refusal, "default-scheduler")
 
         def mark_active(obj: dict[str, Any]) -> None:
             status = obj.setdefault("status", {})
@@ -245,18 +244,43 @@ class ControlPlane:
                 START_DELAY_SIM_S, lambda: self._start_container(namespace, pod_name, pod_uid)
             )
 
-    def _schedule(self, spec: Mapping[str, Any]) -> str | None:
+    def _schedule(self, spec: Mapping[str, Any]) -> tuple[str | None, str]:
+        """kube-scheduler's filters in its order (NodeUnschedulable, TaintToleration,
+        NodeAffinity): the chosen node, or None and FitError's message (reasons counted and
+        sorted as strings, then the preemption verdict)."""
         if spec.get("nodeName"):
-            return str(spec["nodeName"])
+            return str(spec["nodeName"]), ""
         selector = spec.get("nodeSelector") or {}
-        candidates = []
+        tolerations = spec.get("tolerations") or []
+        candidates, refused = [], []
         for node in self.scenario.nodes:
             labels = node_labels(self.scenario, node)
-            if node.unschedulable or any(labels.get(k) != v for k, v in selector.items()):
-                continue
-            candidates.append((node, labels))
+            untolerated = next(
+                (
+                    taint
+                    for taint in node.taints
+                    if taint.get("effect") in _HARD_EFFECTS and not tolerates(tolerations, taint)
+                ),
+                None,
+            )
+            if node.unschedulable and not tolerates(tolerations, _UNSCHEDULABLE_TAINT):
+                refused.append("node(s) were unschedulable")
+            elif untolerated is not None:
+                refused.append(
+                    "node(s) had untolerated taint "
+                    f"{{{untolerated['key']}: {untolerated.get('value', '')}}}"
+                )
+            elif any(labels.get(k) != v for k, v in selector.items()):
+                refused.append("node(s) didn't match Pod's node affinity/selector")
+            else:
+                candidates.append((node, labels))
         if not candidates:
-            return None
+            total = len(self.scenario.nodes)
+            reasons = sorted(f"{refused.count(r)} {r}" for r in dict.fromkeys(refused))
+            return None, (
+                f"0/{total} nodes are available: {', '.join(reasons)}. preemption: 0/{total} "
+                f"nodes are available: {total} Preemption is not helpful for scheduling."
+            )
         preferred = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
             "preferredDuringSchedulingIgnoredDuringExecution"
         ) or []
@@ -264,14 +288,43 @@ class ControlPlane:
             match = set_based_match_labels(term.get("preference") or {})
             for node, labels in candidates:
                 if match({"metadata": {"labels": labels}}):
-                    return node.name
+                    return node.name, ""
         if not selector:
             # The agent (no selector here) and plain pods land like the real scheduler would:
             # any node; prefer the node the snapshot describes for consistency.
             agent = agent_node(self.scenario)
             if any(node.name == agent.name for node, _ in candidates):
-                return agent.name
-        return candidates[0][0].name
+                return agent.name, ""
+        return candidates[0][0].name, ""
+
+    def _event(
+        self, obj: Mapping[str, Any], kind: str, reason: str, message: str, component: str
+    ) -> None:
+        """A core/v1 Event about a pod, as the scheduler and kubelet record them."""
+        meta = obj["metadata"]
+        now = rfc3339(datetime.now(UTC))
+        self.store.create(
+            EVENTS,
+            meta["namespace"],
+            {
+                "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}"},
+                "involvedObject": {
+                    "kind": "Pod",
+                    "apiVersion": "v1",
+                    "namespace": meta["namespace"],
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                },
+                "reason": reason,
+                "message": message,
+                "type": kind,
+                "source": {"component": component},
+                "reportingComponent": component,
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "count": 1,
+            },
+        )
 
     # -- kubelet ---------------------------------------------------------------------------
 
@@ -332,6 +385,8 @@ class ControlPlane:
             return
         container = pod["spec"]["containers"][0]
         image = container["image"]
+        if self._pull_refused(pod, image):
+            return  # stays waiting: the Job deadline ends it
         if any(pattern in image for pattern in self.scenario.unpullable_images):
             reason = "ImagePullBackOff"
             self._set_container_state(
@@ -392,6 +447,60 @@ class ControlPlane:
             lambda: self._finish_container(namespace, pod_name, pod_uid, run, started),
             floor=self.scenario.min_container_wall_s,
         )
+
+    def _pull_refused(self, pod: Mapping[str, Any], image: str) -> bool:
+        """The kubelet's pull from ``scenario.private_registry``: it needs the registry's Secret
+        named in imagePullSecrets and present in the pod's namespace. Refused: events and the
+        container states the kubelet reports (ErrImagePull, then ImagePullBackOff)."""
+        registry = self.scenario.private_registry
+        if not registry or not image.startswith(registry + "/"):
+            return False
+        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        named = [str(ref.get("name", "")) for ref in pod["spec"].get("imagePullSecrets") or []]
+        present = [n for n in named if self.store.find(SECRETS, namespace, n) is not None]
+        if missing := [n for n in named if n not in present]:
+            self._event(
+                pod,
+                "Warning",
+                "FailedToRetrieveImagePullSecret",
+                f"Unable to retrieve some image pull secrets ({', '.join(missing)}); attempting "
+                "to pull the image may not succeed.",
+                "kubelet",
+            )
+        if self.scenario.registry_secret in present:
+            return False
+        cause = (
+            f'failed to pull and unpack image "{image}": failed to resolve reference '
+            f'"{image}": pull access denied, repository does not exist or may require '
+            "authorization: authorization failed: no basic auth credentials"
+        )
+        self._event(pod, "Normal", "Pulling", f'Pulling image "{image}"', "kubelet")
+        self._event(pod, "Warning", "Failed", f'Failed to pull image "{image}": {cause}', "kubelet")
+        self._event(pod, "Warning", "Failed", "Error: ErrImagePull", "kubelet")
+        self._set_container_state(
+            namespace, name, {"waiting": {"reason": "ErrImagePull", "message": cause}}
+        )
+        uid = pod["metadata"]["uid"]
+
+        def back_off() -> None:
+            live = self._pod_live(namespace, name, uid)
+            if live is None:
+                return
+            self._event(live, "Normal", "BackOff", f'Back-off pulling image "{image}"', "kubelet")
+            self._event(live, "Warning", "Failed", "Error: ImagePullBackOff", "kubelet")
+            self._set_container_state(
+                namespace,
+                name,
+                {
+                    "waiting": {
+                        "reason": "ImagePullBackOff",
+                        "message": f'Back-off pulling image "{image}": ErrImagePull: {cause}',
+                    }
+                },
+            )
+
+        self.after(PULL_BACK_OFF_SIM_S, back_off, floor=0.005)
+        return True
 
     def _play(
         self,
@@ -668,6 +777,26 @@ def _foreign_finalizers(job: Mapping[str, Any]) -> list[str]:
     """Finalizers other than the garbage collector's: a controller (not simulated) holds the
     Job until it removes them."""
     return [f for f in job["metadata"].get("finalizers") or [] if f != "foregroundDeletion"]
+
+
+def tolerates(tolerations: Any, taint: Mapping[str, Any]) -> bool:
+    """Kubernetes' ToleratesTaint: effect "" matches every effect, key "" with Exists every
+    key; Exists ignores the value, Equal (the default) compares it."""
+    for toleration in tolerations:
+        if not isinstance(toleration, Mapping):
+            continue
+        effect = toleration.get("effect") or ""
+        if effect and effect != taint.get("effect"):
+            continue
+        key = toleration.get("key") or ""
+        operator = toleration.get("operator") or "Equal"
+        if key and key != taint.get("key"):
+            continue
+        if not key and operator != "Exists":
+            continue
+        if operator == "Exists" or (toleration.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
 
 
 def _terminal(job: Mapping[str, Any]) -> bool:

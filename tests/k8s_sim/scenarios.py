@@ -151,6 +151,12 @@ class Scenario:
     evicted_checks: tuple[str, ...] = ()
     node_lost_checks: tuple[str, ...] = ()
     # The snapshot agent: exits 1 with this error (Job Failed, no snapshot), or never finishes.
+    # A registry that needs credentials: images under ``private_registry/`` pull only for a pod
+    # whose imagePullSecrets name ``registry_secret`` and that Secret exists in its namespace
+    # (seeded in ``secret_namespace``, as a maintainer creates it before running AICR).
+    private_registry: str = ""
+    registry_secret: str = ""
+    secret_namespace: str = "aicr-validation"
     agent_failure: str | None = None
     agent_hangs: bool = False
     # What the agent writes as snapshot.yaml instead of the scenario's snapshot (a hostile
@@ -192,6 +198,38 @@ HEALTHY = Scenario(
     "GPU operator v26.3.3, DRA driver, DCGM exporter; every declared check passes",
     nodes=(*_GPU_NODES, _SYSTEM_NODE),
 )
+
+
+# GKE GPU node pools: the accelerator/node-pool labels GKE sets, and the taint it puts on every
+# GPU pool (nvidia.com/gpu=present:NoSchedule) so only pods that tolerate it land there.
+GKE_GPU_TAINT: Mapping[str, str] = MappingProxyType(
+    {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+)
+_GKE_GPU_NODES = tuple(
+    Node(
+        name,
+        instance_type="a3-highgpu-8g",
+        zone=zone,
+        extra_labels={
+            "cloud.google.com/gke-accelerator": "nvidia-h100-80gb",
+            "cloud.google.com/gke-nodepool": "gpu-pool",
+        },
+        taints=(GKE_GPU_TAINT,),
+    )
+    for name, zone in (
+        ("gke-aicr-gpu-pool-5d1c3a2b-k7xq", "us-central1-a"),
+        ("gke-aicr-gpu-pool-5d1c3a2b-p2mv", "us-central1-b"),
+    )
+)
+_GKE_SYSTEM_NODE = Node(
+    "gke-aicr-default-pool-8e4f0b1c-z9rt",
+    instance_type="e2-standard-8",
+    gpus=0,
+    gpu_product="",
+    zone="us-central1-a",
+    extra_labels={"cloud.google.com/gke-nodepool": "default-pool"},
+)
+PRIVATE_REGISTRY = "registry.aicr-sim.invalid/nvidia"  # .invalid: a name that never resolves
 
 
 def _without(components: Mapping[str, str], *names: str) -> dict[str, str]:
@@ -296,6 +334,24 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 description="The node running expected-resources is lost: its pod is "
                 "force-deleted and the Job fails",
                 node_lost_checks=("expected-resources",),
+            ),
+            replace(
+                HEALTHY,
+                name="gke-tainted-gpu-pool",
+                description="The GPU nodes form a GKE-style pool tainted "
+                "nvidia.com/gpu=present:NoSchedule (one untainted system node): only pods that "
+                "tolerate the taint (AICR's agent by default) land on them",
+                nodes=(*_GKE_GPU_NODES, _GKE_SYSTEM_NODE),
+            ),
+            replace(
+                HEALTHY,
+                name="private-registry",
+                description=f"Images under {PRIVATE_REGISTRY}/ need the pull secret 'regcred' "
+                "(present in aicr-validation); without it: ErrImagePull, then ImagePullBackOff "
+                "until the Job's deadline (the pod stays listed)",
+                private_registry=PRIVATE_REGISTRY,
+                registry_secret="regcred",
+                keep_pod_on_deadline=True,
             ),
             replace(
                 HEALTHY,

@@ -20,7 +20,7 @@ def node_labels(scenario: Scenario, node: Node) -> dict[str, str]:
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
         "node.kubernetes.io/instance-type": node.instance_type,
-        "topology.kubernetes.io/region": node.zone[:-1],
+        "topology.kubernetes.io/region": _region(node.zone),
         "topology.kubernetes.io/zone": node.zone,
         "eks.amazonaws.com/nodegroup": "gpu" if node.gpus else "system",
     }
@@ -36,6 +36,11 @@ def node_labels(scenario: Scenario, node: Node) -> dict[str, str]:
         )
     labels.update(node.extra_labels)
     return labels
+
+
+def _region(zone: str) -> str:
+    """AWS zones append a letter (us-east-1a), GCP zones a dash and a letter (us-central1-a)."""
+    return zone[:-2] if zone[-2:-1] == "-" else zone[:-1]
 
 
 def agent_node(scenario: Scenario) -> Node:

@@ -85,6 +85,7 @@ RESOURCES: tuple[Resource, ...] = (
     ),
     Resource("configmaps", "ConfigMap", "", "v1", True, ("cm",)),
     Resource("serviceaccounts", "ServiceAccount", "", "v1", True, ("sa",)),
+    Resource("secrets", "Secret", "", "v1", True),
     Resource("events", "Event", "", "v1", True, ("ev",)),
     Resource(
         "jobs",

@@ -34,6 +34,8 @@ def _duration(start: str | None, end: str | None) -> str:
 
 
 def table(resource: Resource, items: list[dict[str, Any]], rv: str) -> dict[str, Any]:
+    if resource.plural == "events":
+        return _events_table(items, rv)
     columns: list[tuple[str, str]] = [("Name", "name")]
     if resource.plural == "namespaces":
         columns.append(("Status", ""))
@@ -96,6 +98,42 @@ def table(resource: Resource, items: list[dict[str, Any]], rv: str) -> dict[str,
         "columnDefinitions": [
             {"name": name, "type": "string", "format": fmt, "description": name, "priority": 0}
             for name, fmt in columns
+        ],
+        "rows": rows,
+    }
+
+
+def _events_table(items: list[dict[str, Any]], rv: str) -> dict[str, Any]:
+    """kube-apiserver's event columns (``kubectl get events``): Last Seen, Type, Reason,
+    Object, Message."""
+    columns = ["Last Seen", "Type", "Reason", "Object", "Message"]
+    rows = []
+    for item in items:
+        involved = item.get("involvedObject") or {}
+        cells = [
+            _age(item.get("lastTimestamp")),
+            item.get("type", ""),
+            item.get("reason", ""),
+            f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
+            item.get("message", ""),
+        ]
+        rows.append(
+            {
+                "cells": cells,
+                "object": {
+                    "kind": "PartialObjectMetadata",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": item["metadata"],
+                },
+            }
+        )
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": rv},
+        "columnDefinitions": [
+            {"name": name, "type": "string", "format": "", "description": name, "priority": 0}
+            for name in columns
         ],
         "rows": rows,
     }

@@ -47,6 +47,9 @@ EXPECTED: dict[str, tuple[list[str] | None, str, str, tuple[str, ...]]] = {
     "api-429": (DEPLOYMENT, "passed", "", ()),
     "runtime-docker-pullable": (DEPLOYMENT, "passed", "", ()),
     "runtime-config-id": (DEPLOYMENT, "passed", "", ()),
+    # AICR 1.x's agent tolerates every taint by default; the opt-out and the private registry
+    # need cluster settings (test_runs_worker_scheduling.py, test_orchestrator_scheduling.py).
+    "gke-tainted-gpu-pool": (None, "passed", "", ()),
 }
 
 

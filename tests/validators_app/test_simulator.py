@@ -10,8 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +24,7 @@ from kubernetes.client.rest import ApiException
 
 from tests.k8s_sim import SCENARIOS, ApiFaults, Scenario, SimulatedCluster, WatchFaults
 from tests.k8s_sim.images import digest_of, normalized
+from tests.validators_app.kubectl import HAS_KUBECTL, kubectl_for
 
 NS = "aicr-validation"
 RUN_ID = "20260819-101500-0123456789abcdef"
@@ -449,35 +448,14 @@ def test_it_answers_injected_500s_then_recovers() -> None:
     assert [record.status for record in cluster.request_log] == [500, 500, 200]
 
 
-KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
-
-
-@pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl is not installed")
+@pytest.mark.skipif(not HAS_KUBECTL, reason="kubectl is not installed")
 def test_it_gives_kubectl_the_same_answers_as_the_python_client(tmp_path: Path) -> None:
     """A second real client (client-go, via kubectl) agrees with the python client on shapes."""
     with SimulatedCluster(SCENARIOS["healthy-h100-eks"], tls=True) as cluster:
         api = api_for(cluster)
         prepare_run(api)
-        (tmp_path / "config").write_text(cluster.kubeconfig)
         (tmp_path / "job.yaml").write_text(yaml.safe_dump(validator_job("operator-health")))
-        env = {
-            "KUBECONFIG": str(tmp_path / "config"),
-            "HOME": str(tmp_path),
-            "PATH": "/usr/bin:/bin",
-        }
-
-        def kubectl(*args: str) -> str:
-            done = subprocess.run(
-                [KUBECTL, *args],
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=120,
-                check=False,
-            )
-            assert done.returncode == 0, done.stderr
-            assert "Unhandled Error" not in done.stderr, done.stderr  # e.g. a discovery 404
-            return done.stdout
+        kubectl = kubectl_for(cluster.kubeconfig, tmp_path)
 
         core = client.CoreV1Api(api)
         names = kubectl("get", "namespaces", "-o", "name").split()

@@ -1,8 +1,10 @@
-"""Clusters API: register (maintainers), list and read (maintainers and auditors), test the
-connection (maintainers).
+"""Clusters API: register (maintainers), list and read (maintainers and auditors), change a
+cluster's scheduling settings and check inputs (maintainers, PATCH), test the connection
+(maintainers).
 
 Reads are not public: a cluster's server URL says where a site's GPU infrastructure lives.
-A kubeconfig goes in and never comes out: no serializer here has a field that reads it.
+A kubeconfig or an HF token goes in and never comes out: no serializer here has a field that
+reads either (the token shows only as ``hf_token_set``).
 Views only translate HTTP; the workflows are ``services.clusters`` calls.
 """
 
@@ -27,24 +29,91 @@ from evidence_app.models import Role
 from evidence_app.verification._json import JSONLimits
 from validators_app.crypto import KeyUnavailable
 from validators_app.kubeconfig import MAX_KUBECONFIG_BYTES
-from validators_app.models import Cluster, Environment
+from validators_app.models import Cluster, Environment, NcclFabric
+from validators_app.scheduling import (
+    MAX_HF_TOKEN_CHARS,
+    MAX_SELECTOR_LABELS,
+)
 from validators_app.services.clusters import (
+    SETTING_FIELDS,
     ClusterRegistrationError,
     cluster_register,
+    cluster_settings_update,
     cluster_test_connection,
 )
 from validators_app.throttles import CLUSTER_TEST_THROTTLES
 
 TAGS = ["clusters"]
 READ_ROLES = (Role.MAINTAINER, Role.AUDITOR)
-# A kubeconfig (up to MAX_KUBECONFIG_BYTES, escaped in JSON) plus a name and an environment.
-_BODY_LIMITS = JSONLimits(max_bytes=2 * MAX_KUBECONFIG_BYTES + 4096, max_depth=2, max_object_keys=8)
+# A kubeconfig (up to MAX_KUBECONFIG_BYTES, escaped in JSON), a name, an environment and the
+# settings: tolerations nest three levels ({"tolerations": [{...}]}), a node selector has up
+# to MAX_SELECTOR_LABELS keys.
+_BODY_LIMITS = JSONLimits(
+    max_bytes=2 * MAX_KUBECONFIG_BYTES + 65536,
+    max_depth=3,
+    max_object_keys=MAX_SELECTOR_LABELS + 8,
+)
 
 
 # --- serializers ------------------------------------------------------------------------------
 
 
-class ClusterRegisterInputSerializer(serializers.Serializer):
+class TolerationSerializer(serializers.Serializer):
+    """A Kubernetes toleration (documentation only: ``validators_app.scheduling`` checks it)."""
+
+    key = serializers.CharField(required=False, help_text="Empty with Exists: every taint.")
+    operator = serializers.ChoiceField(choices=["Exists", "Equal"], required=False)
+    value = serializers.CharField(required=False, help_text="Empty with Exists.")
+    effect = serializers.ChoiceField(
+        choices=["NoSchedule", "PreferNoSchedule", "NoExecute"], required=False
+    )
+    tolerationSeconds = serializers.IntegerField(required=False, help_text="NoExecute only.")
+
+
+class ClusterSettingsSerializer(serializers.Serializer):
+    """The settings in a request (all optional; the service checks them, this documents them).
+    Validation is left to ``services.clusters.settings_check`` so the rule lives in one place."""
+
+    image_pull_secrets = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="Names of Secrets already in the run's namespace (DNS-1123 subdomains); "
+        "one {name} each on the snapshot agent and validator Jobs (--image-pull-secret).",
+    )
+    node_selector = serializers.DictField(
+        child=serializers.CharField(allow_blank=True),
+        required=False,
+        help_text="Label map (Kubernetes label syntax): the snapshot agent's nodeSelector "
+        "instead of the GPU-node default, and AICR_NODE_SELECTOR for inner workloads.",
+    )
+    tolerations = TolerationSerializer(
+        many=True, required=False, help_text="AICR_TOLERATIONS for the inner workloads."
+    )
+    agent_tolerations = TolerationSerializer(
+        many=True,
+        required=False,
+        allow_null=True,
+        help_text="The snapshot agent's tolerations: null = AICR's default (tolerate every "
+        "taint), [] = none.",
+    )
+    hf_token = serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        max_length=MAX_HF_TOKEN_CHARS,
+        help_text="HF_TOKEN for inference-perf; stored encrypted, never shown back; '' clears.",
+    )
+    nccl_fabric = serializers.ChoiceField(
+        choices=NcclFabric.choices,
+        required=False,
+        allow_blank=True,
+        help_text="AICR_NCCL_FABRIC for nccl-all-reduce-bw-net ('' = EFA).",
+    )
+    require_scoped_inference_gateway = serializers.BooleanField(required=False)
+    inference_perf_no_cleanup = serializers.BooleanField(required=False)
+
+
+class ClusterRegisterBasicsSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100, help_text="Unique; letters, digits, . _ -")
     kubeconfig = serializers.CharField(
         write_only=True,
@@ -54,6 +123,10 @@ class ClusterRegisterInputSerializer(serializers.Serializer):
         "or username/password); exec/auth-provider plugins and file paths are refused.",
     )
     environment = serializers.ChoiceField(choices=Environment.choices)
+
+
+class ClusterRegisterInputSerializer(ClusterRegisterBasicsSerializer, ClusterSettingsSerializer):
+    """What ``POST /api/v1/clusters/`` takes (the schema); the settings are optional."""
 
 
 class ClusterCreatedSerializer(serializers.Serializer):
@@ -84,6 +157,15 @@ class ClusterSerializer(serializers.ModelSerializer):
         slug_field="username", read_only=True, allow_null=True
     )
     last_test = serializers.SerializerMethodField()
+    image_pull_secrets = serializers.ListField(child=serializers.CharField())
+    node_selector = serializers.DictField(child=serializers.CharField(allow_blank=True))
+    tolerations = TolerationSerializer(many=True)
+    agent_tolerations = TolerationSerializer(
+        many=True, allow_null=True, help_text="null: AICR's default, tolerate every taint."
+    )
+    hf_token_set = serializers.BooleanField(
+        read_only=True, help_text="Whether an HF token is stored (never the token)."
+    )
 
     class Meta:
         model = Cluster
@@ -99,6 +181,14 @@ class ClusterSerializer(serializers.ModelSerializer):
             "created_by",
             "created_at",
             "last_test",
+            "image_pull_secrets",
+            "node_selector",
+            "tolerations",
+            "agent_tolerations",
+            "hf_token_set",
+            "nccl_fabric",
+            "require_scoped_inference_gateway",
+            "inference_perf_no_cleanup",
         ]
 
     @extend_schema_field(LastTestSerializer(allow_null=True))
@@ -125,6 +215,24 @@ def _error(message: str, code: int, field: str | None = None) -> Response:
         responses={200: ClusterSerializer(many=True), 401: ErrorSerializer, 403: ErrorSerializer},
         tags=TAGS,
     ),
+    partial_update=extend_schema(
+        summary="Change a cluster's settings",
+        description=(
+            "Maintainers. Only the settings named in the body change (all are checked first; "
+            "a refusal is a 400 naming the field and stores nothing). `hf_token` is write-only "
+            "and shows as `hf_token_set`."
+        ),
+        request=ClusterSettingsSerializer,
+        responses={
+            200: ClusterSerializer,
+            400: ErrorSerializer,
+            401: ErrorSerializer,
+            403: ErrorSerializer,
+            404: ErrorSerializer,
+            503: ErrorSerializer,
+        },
+        tags=TAGS,
+    ),
     retrieve=extend_schema(
         summary="One cluster",
         description="Maintainers and auditors: server, context, auth kind, last connection test.",
@@ -143,13 +251,14 @@ class ClusterViewSet(
     mixins.CreateModelMixin,
     viewsets.GenericViewSet,
 ):
+    http_method_names = ["get", "head", "options", "post", "patch"]
     authentication_classes = [BearerTokenAuthentication]
     serializer_class = ClusterSerializer
     parser_classes = [BoundedJSONParser]
     json_limits = _BODY_LIMITS
 
     def get_permissions(self) -> list[Any]:
-        if self.action == "create":
+        if self.action in ("create", "partial_update"):
             return [HasRole.of(Role.MAINTAINER)()]
         return [HasRole.of(*READ_ROLES)()]
 
@@ -159,6 +268,36 @@ class ClusterViewSet(
             .defer("kubeconfig_encrypted")
             .order_by("name")
         )
+
+    def _too_large(self, request: Request) -> Response | None:
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if length > _BODY_LIMITS.max_bytes:
+            return _error(
+                f"request body: {length} bytes is more than the {_BODY_LIMITS.max_bytes}-byte "
+                f"limit (a kubeconfig may be at most {MAX_KUBECONFIG_BYTES} bytes)",
+                status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            )
+        return None
+
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        if (refused := self._too_large(request)) is not None:
+            return refused
+        cluster = self.get_object()
+        if not isinstance(request.data, dict) or not request.data:
+            return _error(
+                f"The body must be a JSON object with one or more of: {', '.join(SETTING_FIELDS)}.",
+                status.HTTP_400_BAD_REQUEST,
+            )
+        try:
+            cluster = cluster_settings_update(cluster=cluster, settings=dict(request.data))
+        except ClusterRegistrationError as exc:
+            return _error(exc.message, status.HTTP_400_BAD_REQUEST, exc.field)
+        except KeyUnavailable as exc:
+            return _error(str(exc), status.HTTP_503_SERVICE_UNAVAILABLE)
+        return Response(ClusterSerializer(cluster, context={"request": request}).data)
 
     @extend_schema(
         summary="Register a cluster",
@@ -179,32 +318,31 @@ class ClusterViewSet(
         tags=TAGS,
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        try:
-            length = int(request.META.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            length = 0
-        if length > _BODY_LIMITS.max_bytes:
-            return _error(
-                f"request body: {length} bytes is more than the {_BODY_LIMITS.max_bytes}-byte "
-                f"limit (a kubeconfig may be at most {MAX_KUBECONFIG_BYTES} bytes)",
-                status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
-            )
+        if (refused := self._too_large(request)) is not None:
+            return refused
         if not isinstance(request.data, dict):
             return _error(
                 "The body must be a JSON object with name, kubeconfig, environment.",
                 status.HTTP_400_BAD_REQUEST,
             )
-        serializer = ClusterRegisterInputSerializer(data=request.data)
+        basics = {k: v for k, v in request.data.items() if k not in SETTING_FIELDS}
+        serializer = ClusterRegisterBasicsSerializer(data=basics)
         if not serializer.is_valid():
             field, problems = next(iter(serializer.errors.items()))
             return _error(f"{field}: {problems[0]}", status.HTTP_400_BAD_REQUEST, field)
         data = serializer.validated_data
+        unknown = sorted(set(request.data) - set(SETTING_FIELDS) - set(data))
+        if unknown:
+            return _error(
+                f"{unknown[0]}: not a cluster field", status.HTTP_400_BAD_REQUEST, unknown[0]
+            )
         try:
             cluster = cluster_register(
                 name=data["name"],
                 kubeconfig_text=data["kubeconfig"],
                 environment=data["environment"],
                 by=request.user,
+                settings={k: v for k, v in request.data.items() if k in SETTING_FIELDS},
             )
         except ClusterRegistrationError as exc:
             return _error(exc.message, status.HTTP_400_BAD_REQUEST, exc.field)

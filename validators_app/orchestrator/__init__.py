@@ -35,6 +35,7 @@ from .kube import RetryPolicy
 from .logs import process_logs
 from .model import (
     PHASE_ORDER,
+    CheckInputs,
     CheckOutcome,
     ConnectionResult,
     InvalidRecipeInput,
@@ -49,6 +50,7 @@ from .run import run_validation
 __all__ = [
     "PHASE_ORDER",
     "CatalogData",
+    "CheckInputs",
     "CheckOutcome",
     "ConnectionResult",
     "InvalidRecipeInput",

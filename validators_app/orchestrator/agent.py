@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 AGENT_JOB = "aicr-validate"
@@ -9,6 +10,9 @@ AGENT_SA = "aicr"
 AGENT_CLUSTER_ROLE = "aicr-node-reader"
 SNAPSHOT_CONFIGMAP = "aicr-snapshot"
 _LABELS = {"app.kubernetes.io/name": "aicr"}
+# AICR 1.x (PR #2320, AICR-V1.md §6): with no --toleration the agent tolerates every taint, so
+# it lands on tainted GPU pools (GKE's nvidia.com/gpu=present:NoSchedule, AKS, ...).
+DEFAULT_TOLERATIONS: tuple[Mapping[str, Any], ...] = ({"operator": "Exists"},)
 
 
 def role(namespace: str) -> dict[str, Any]:
@@ -82,8 +86,21 @@ def service_account(namespace: str) -> dict[str, Any]:
     }
 
 
-def job(namespace: str, image: str, node_selector: dict[str, str]) -> dict[str, Any]:
-    """The agent Job as ``aicr validate`` deploys it (privileged, no tolerations, 5 h deadline)."""
+def job(
+    namespace: str,
+    image: str,
+    node_selector: Mapping[str, str],
+    *,
+    tolerations: Sequence[Mapping[str, Any]] | None = None,
+    image_pull_secrets: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The agent Job as ``aicr validate`` deploys it (privileged, 5 h deadline).
+
+    ``tolerations`` None is AICR's default (tolerate all); an empty list gives none. Pull
+    secrets and tolerations are set on the pod as in AICR's ``buildPodSpec``
+    (``pkg/k8s/agent/job.go``: ``Tolerations``, ``ImagePullSecrets`` one ``{name}`` each).
+    """
+    chosen = DEFAULT_TOLERATIONS if tolerations is None else tolerations
     pod_spec: dict[str, Any] = {
         "serviceAccountName": AGENT_SA,
         "restartPolicy": "Never",
@@ -127,7 +144,11 @@ def job(namespace: str, image: str, node_selector: dict[str, str]) -> dict[str, 
         ],
     }
     if node_selector:
-        pod_spec["nodeSelector"] = node_selector
+        pod_spec["nodeSelector"] = dict(node_selector)
+    if chosen:
+        pod_spec["tolerations"] = [dict(t) for t in chosen]
+    if image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": name} for name in image_pull_secrets]
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

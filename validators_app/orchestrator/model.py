@@ -27,6 +27,17 @@ class CheckOutcome:
 
 
 @dataclass(frozen=True)
+class CheckInputs:
+    """Check-scoped forwards AICR takes from the CLI's environment (AICR-VALIDATE.md §5), each
+    set only on its check's Job. ``repr`` hides the token: a RunSpec may be logged."""
+
+    hf_token: str = field(default="", repr=False)  # HF_TOKEN, inference-perf only
+    require_scoped_inference_gateway: bool = False  # inference-gateway only
+    nccl_fabric: str = ""  # AICR_NCCL_FABRIC, nccl-all-reduce-bw-net only
+    inference_perf_no_cleanup: bool = False  # AICR_INFERENCE_PERF_NO_CLEANUP=1, inference-perf
+
+
+@dataclass(frozen=True)
 class RunSpec:
     run_id: str  # AICR format YYYYMMDD-HHMMSS-<16 hex>; Job names derive from it
     recipe: Mapping[str, Any]  # the hydrated recipe (Recipe.canonical_yaml, parsed)
@@ -47,6 +58,14 @@ class RunSpec:
     # The recipe's catalog version (path -> text): AICR's DataProvider for the values files the
     # allocation policy is resolved from and the runtime files a recipe's refs name (--data).
     catalog_files: Mapping[str, str] | None = None
+
+    # Scheduling (aicr validate --image-pull-secret / --node-selector / --toleration):
+    image_pull_secrets: tuple[str, ...] = ()  # one {name} each on the agent and validator Jobs
+    node_selector: Mapping[str, str] = field(default_factory=dict)  # agent + AICR_NODE_SELECTOR
+    tolerations: tuple[Mapping[str, Any], ...] = ()  # AICR_TOLERATIONS (inner workloads)
+    # The agent's tolerations: None = AICR's default (tolerate every taint); () = none.
+    agent_tolerations: tuple[Mapping[str, Any], ...] | None = None
+    check_inputs: CheckInputs = field(default_factory=CheckInputs)
 
 
 class InvalidRecipeInput(ValueError):

@@ -9,14 +9,16 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .images import pull_policy, resolve_image
+from .model import CheckInputs
 
 __all__ = [
     "CatalogEntry",
     "PreflightError",
+    "Scheduling",
     "catalog_entries",
     "go_duration",
     "job_name",
@@ -241,7 +243,56 @@ def _affinity(entry: CatalogEntry, recipe: Mapping[str, Any]) -> dict[str, Any]:
     return affinity
 
 
-def _env(entry: CatalogEntry, run_id: str, images: ImageSettings) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Scheduling:
+    """What ``aicr validate``'s --image-pull-secret / --node-selector / --toleration and the
+    check-scoped environment give each validator Job (AICR-VALIDATE.md §5)."""
+
+    image_pull_secrets: tuple[str, ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    check_inputs: CheckInputs = field(default_factory=CheckInputs)
+
+
+def node_selector_env(selector: Mapping[str, str]) -> str:
+    """AICR_NODE_SELECTOR: ``k1=v1,k2=v2``, keys sorted (AICR's ``serializeNodeSelector``)."""
+    return ",".join(f"{key}={selector[key]}" for key in sorted(selector))
+
+
+def tolerations_env(tolerations: Sequence[Mapping[str, Any]]) -> str:
+    """AICR_TOLERATIONS (AICR's ``serializeTolerations``, ``job_plan_internal.go``): ``*`` for an
+    empty-key Exists, ``key=value:Effect`` with a value, else ``key:Effect``; the operator and
+    tolerationSeconds are not carried, as in AICR."""
+    parts = []
+    for toleration in tolerations:
+        key, value = str(toleration.get("key", "")), str(toleration.get("value", ""))
+        effect = str(toleration.get("effect", ""))
+        if not key and toleration.get("operator") == "Exists":
+            parts.append("*")
+        elif value:
+            parts.append(f"{key}={value}:{effect}")
+        else:
+            parts.append(f"{key}:{effect}")
+    return ",".join(parts)
+
+
+def _check_scoped_env(check: str, inputs: CheckInputs) -> list[dict[str, Any]]:
+    """The forwards AICR scopes to one check each, in its order (``buildEnv``)."""
+    env: list[tuple[str, str]] = []
+    if inputs.hf_token and check == "inference-perf":
+        env.append(("HF_TOKEN", inputs.hf_token))
+    if inputs.require_scoped_inference_gateway and check == "inference-gateway":
+        env.append(("AICR_REQUIRE_SCOPED_INFERENCE_GATEWAY", "true"))
+    if inputs.nccl_fabric and check == "nccl-all-reduce-bw-net":
+        env.append(("AICR_NCCL_FABRIC", inputs.nccl_fabric))
+    if inputs.inference_perf_no_cleanup and check == "inference-perf":
+        env.append(("AICR_INFERENCE_PERF_NO_CLEANUP", "1"))  # AICR forwards a canonical "1"
+    return [{"name": name, "value": value} for name, value in env]
+
+
+def _env(
+    entry: CatalogEntry, run_id: str, images: ImageSettings, scheduling: Scheduling
+) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [
         {"name": "AICR_SNAPSHOT_PATH", "value": "/data/snapshot/snapshot.yaml"},
         {"name": "AICR_VALIDATION_PATH", "value": "/data/validation/validation.yaml"},
@@ -251,8 +302,9 @@ def _env(entry: CatalogEntry, run_id: str, images: ImageSettings) -> list[dict[s
         {"name": "AICR_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         {"name": "AICR_CHECK_TIMEOUT", "value": go_duration(entry.deadline_s)},
     ]
-    # No AICR_NODE_SELECTOR / AICR_TOLERATIONS: runs have no --node-selector / --toleration.
     for name, value in (
+        ("AICR_NODE_SELECTOR", node_selector_env(scheduling.node_selector)),
+        ("AICR_TOLERATIONS", tolerations_env(scheduling.tolerations)),
         ("AICR_CLI_VERSION", images.version),
         ("AICR_CLI_COMMIT", images.commit),
         ("AICR_VALIDATOR_IMAGE_REGISTRY", images.registry),
@@ -260,6 +312,7 @@ def _env(entry: CatalogEntry, run_id: str, images: ImageSettings) -> list[dict[s
     ):
         if value:
             env.append({"name": name, "value": value})
+    env.extend(_check_scoped_env(entry.name, scheduling.check_inputs))
     env.extend({"name": n, "value": v} for n, v in entry.env)
     return env
 
@@ -271,8 +324,12 @@ def render_job(
     namespace: str,
     recipe: Mapping[str, Any],
     images: ImageSettings,
+    scheduling: Scheduling | None = None,
 ) -> dict[str, Any]:
-    """RenderPlan for one validator (the §5 example, field for field)."""
+    """RenderPlan for one validator (the §5 example, field for field). ``scheduling`` reaches
+    only the pull secrets and the env: the validator pod itself keeps tolerate-all and no
+    nodeSelector, as in AICR."""
+    scheduling = scheduling or Scheduling()
     name = job_name(run_id, entry.name)
     image = resolve_image(
         entry.image,
@@ -310,7 +367,9 @@ def render_job(
                     "serviceAccountName": f"aicr-validator-{run_id}",
                     "restartPolicy": "Never",
                     "terminationGracePeriodSeconds": 30,
-                    "imagePullSecrets": [],
+                    "imagePullSecrets": [
+                        {"name": secret} for secret in scheduling.image_pull_secrets
+                    ],
                     "tolerations": [{"operator": "Exists"}],
                     "affinity": _affinity(entry, recipe),
                     "containers": [
@@ -319,7 +378,7 @@ def render_job(
                             "image": image,
                             "imagePullPolicy": pull_policy(image, tag_override=images.tag),
                             "args": list(entry.args),
-                            "env": _env(entry, run_id, images),
+                            "env": _env(entry, run_id, images, scheduling),
                             "resources": {
                                 "requests": {"cpu": cpu, "memory": memory},
                                 "limits": {"cpu": cpu, "memory": memory},

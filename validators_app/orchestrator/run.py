@@ -143,6 +143,12 @@ class _Run:
             registry=spec.image_registry,
             tag=spec.image_tag,
         )
+        self.scheduling = plan.Scheduling(
+            image_pull_secrets=spec.image_pull_secrets,
+            node_selector=spec.node_selector,
+            tolerations=spec.tolerations,
+            check_inputs=spec.check_inputs,
+        )
         self.resuming = spec.snapshot_yaml is not None or bool(spec.completed)
         self.checks: list[CheckOutcome] = []
         self.agent = extract.RanImage("", "")  # stays empty when an earlier attempt took it
@@ -328,15 +334,24 @@ class _Run:
                 "delete old agent job", self._ns_path("jobs", agent.AGENT_JOB), foreground=True
             ):
                 self._await_gone(self._ns_path("jobs", agent.AGENT_JOB), AGENT_GONE_S)
-            gpu_nodes = kube.list(
-                "list GPU nodes",
-                self._cluster_path("nodes"),
-                label="nvidia.com/gpu.present=true",
-                limit="1",
-            )
-            selector = {"nvidia.com/gpu.present": "true"} if gpu_nodes.get("items") else {}
+            selector = dict(self.spec.node_selector)  # --node-selector replaces the GPU default
+            if not selector:
+                gpu_nodes = kube.list(
+                    "list GPU nodes",
+                    self._cluster_path("nodes"),
+                    label="nvidia.com/gpu.present=true",
+                    limit="1",
+                )
+                selector = {"nvidia.com/gpu.present": "true"} if gpu_nodes.get("items") else {}
             image = self._agent_image()
-            kube.create("create agent job", self._ns_path("jobs"), agent.job(ns, image, selector))
+            body = agent.job(
+                ns,
+                image,
+                selector,
+                tolerations=self.spec.agent_tolerations,
+                image_pull_secrets=self.spec.image_pull_secrets,
+            )
+            kube.create("create agent job", self._ns_path("jobs"), body)
             try:
                 job = self._wait_job(agent.AGENT_JOB, self.spec.snapshot_timeout_s)
             except _WaitExpired:
@@ -524,6 +539,7 @@ class _Run:
                 namespace=self.ns,
                 recipe=self.spec.recipe,
                 images=self.images,
+                scheduling=self.scheduling,
             )
             try:
                 self.kube.apply(f"apply job {name}", path, body)

@@ -24,7 +24,7 @@ from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 
 from aicr_site.lib import outbound
-from validators_app import crypto, kubeconfig, orchestrator
+from validators_app import crypto, kubeconfig, orchestrator, scheduling
 from validators_app.models import Cluster, Environment
 from validators_app.orchestrator.connection import MAX_ANSWER_BYTES as MAX_VERSION_ANSWER_BYTES
 
@@ -54,6 +54,83 @@ def _check_name(name: Any, *, exclude_pk: int | None = None) -> str:
     if same_name.exists():
         raise ClusterRegistrationError("name", f"name: a cluster named {cleaned!r} already exists")
     return cleaned
+
+
+# --- scheduling settings and check-scoped inputs ------------------------------------------------
+
+SETTING_FIELDS = (
+    "image_pull_secrets",
+    "node_selector",
+    "tolerations",
+    "agent_tolerations",
+    "hf_token",
+    "nccl_fabric",
+    "require_scoped_inference_gateway",
+    "inference_perf_no_cleanup",
+)
+_FLAGS = ("require_scoped_inference_gateway", "inference_perf_no_cleanup")
+
+
+@sensitive_variables("values", "token")
+def settings_check(values: Any) -> dict[str, Any]:
+    """The settings present in ``values``, checked (``validators_app.scheduling``) and
+    normalised; absent keys are left out so an update changes only what it names. ``hf_token``
+    stays plain here: ``settings_columns`` encrypts it."""
+    if not isinstance(values, dict):
+        raise ClusterRegistrationError("settings", "settings: must be an object")
+    unknown = sorted(str(key) for key in values if key not in SETTING_FIELDS)
+    if unknown:
+        raise ClusterRegistrationError(unknown[0], f"{unknown[0]}: not a cluster setting")
+    checked: dict[str, Any] = {}
+    try:
+        if "image_pull_secrets" in values:
+            checked["image_pull_secrets"] = scheduling.check_image_pull_secrets(
+                values["image_pull_secrets"]
+            )
+        if "node_selector" in values:
+            checked["node_selector"] = scheduling.check_node_selector(values["node_selector"])
+        if "tolerations" in values:
+            checked["tolerations"] = scheduling.check_tolerations(values["tolerations"])
+        if "agent_tolerations" in values:
+            checked["agent_tolerations"] = scheduling.check_tolerations(
+                values["agent_tolerations"], "agent_tolerations", nullable=True
+            )
+        if "nccl_fabric" in values:
+            checked["nccl_fabric"] = scheduling.check_nccl_fabric(values["nccl_fabric"])
+        if "hf_token" in values:
+            checked["hf_token"] = scheduling.check_hf_token(values["hf_token"])
+    except scheduling.SchedulingError as exc:
+        raise ClusterRegistrationError(exc.field, exc.message) from None
+    for flag in _FLAGS:
+        if flag in values:
+            if not isinstance(values[flag], bool):
+                raise ClusterRegistrationError(flag, f"{flag}: must be true or false")
+            checked[flag] = values[flag]
+    return checked
+
+
+@sensitive_variables("checked", "token")
+def settings_columns(checked: dict[str, Any]) -> dict[str, Any]:
+    """Model column values for checked settings: the HF token encrypted ("" clears it)."""
+    columns = {key: value for key, value in checked.items() if key != "hf_token"}
+    if "hf_token" in checked:
+        token = checked["hf_token"]
+        columns["hf_token_encrypted"] = crypto.secret_encrypt(token) if token else ""
+    return columns
+
+
+@sensitive_variables("settings", "columns")
+def cluster_settings_update(*, cluster: Cluster, settings: Any) -> Cluster:
+    """Change the settings named in ``settings`` (all checked before any is stored)."""
+    columns = settings_columns(settings_check(settings))
+    if columns:
+        columns["updated_at"] = timezone.now()
+        # update(), not save(): a concurrent rename or connection test is not overwritten.
+        Cluster.objects.filter(pk=cluster.pk).update(**columns)
+        for field_name, value in columns.items():
+            setattr(cluster, field_name, value)
+    logger.info("cluster %s settings updated: %s", cluster.pk, ", ".join(sorted(columns)) or "-")
+    return cluster
 
 
 def cluster_policy(environment: str) -> outbound.Policy:
@@ -97,15 +174,22 @@ def registration_check(
     return _check_kubeconfig(kubeconfig_text, environment)
 
 
-@sensitive_variables("kubeconfig_text", "checked")
+@sensitive_variables("kubeconfig_text", "checked", "settings", "columns")
 def cluster_register(
-    *, name: str, kubeconfig_text: str | bytes, environment: str, by: Any = None
+    *,
+    name: str,
+    kubeconfig_text: str | bytes,
+    environment: str,
+    by: Any = None,
+    settings: Any = None,
 ) -> Cluster:
-    """Check ``kubeconfig_text`` for ``environment`` and store the cluster with it encrypted.
-    Raises ``ClusterRegistrationError`` (bad input) or ``crypto.KeyUnavailable`` (no key)."""
+    """Check ``kubeconfig_text`` for ``environment`` (and ``settings``, see ``settings_check``)
+    and store the cluster with its secrets encrypted. Raises ``ClusterRegistrationError`` (bad
+    input) or ``crypto.KeyUnavailable`` (no key)."""
     checked = registration_check(
         name=name, kubeconfig_text=kubeconfig_text, environment=environment
     )
+    columns = settings_columns(settings_check(settings or {}))
     name = name.strip()
     info = checked.info
     try:
@@ -118,6 +202,7 @@ def cluster_register(
                 auth_kind=info.auth_kind,
                 kubeconfig_encrypted=crypto.kubeconfig_encrypt(checked.minimal_yaml),
                 created_by=by if getattr(by, "is_authenticated", False) else None,
+                **columns,
             )
     except IntegrityError:  # the same name registered between the check and the insert
         raise ClusterRegistrationError(
@@ -223,9 +308,14 @@ def clusters_reencrypt() -> int:
     with transaction.atomic():
         # Row locks: a registration or edit running now must not be overwritten by a value
         # read before it.
-        for cluster in Cluster.objects.select_for_update().only("pk", "kubeconfig_encrypted"):
+        for cluster in Cluster.objects.select_for_update().only(
+            "pk", "kubeconfig_encrypted", "hf_token_encrypted"
+        ):
             Cluster.objects.filter(pk=cluster.pk).update(
-                kubeconfig_encrypted=crypto.kubeconfig_reencrypt(cluster.kubeconfig_encrypted)
+                kubeconfig_encrypted=crypto.kubeconfig_reencrypt(cluster.kubeconfig_encrypted),
+                hf_token_encrypted=crypto.kubeconfig_reencrypt(cluster.hf_token_encrypted)
+                if cluster.hf_token_encrypted
+                else "",
             )
             count += 1
     return count

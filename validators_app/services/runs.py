@@ -50,9 +50,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+from django.views.decorators.debug import sensitive_variables
 
 from recipes_app.models import Recipe
-from validators_app import orchestrator
+from validators_app import crypto, orchestrator
 from validators_app.models import (
     ACTIVE_RUN_STATUSES,
     PHASES,
@@ -367,7 +368,28 @@ def spec_for(run: ValidationRun) -> orchestrator.RunSpec:
         snapshot_yaml=run.snapshot_yaml or None,
         completed=completed,
         catalog_files=run.recipe.catalog.files or {},
+        **_scheduling_for(run.cluster),
     )
+
+
+@sensitive_variables("token")
+def _scheduling_for(cluster: Cluster) -> dict[str, Any]:
+    """The cluster's scheduling settings and check inputs as RunSpec fields. The HF token is
+    decrypted here, on the worker, only to go into inference-perf's Job env (as AICR does)."""
+    token = crypto.secret_decrypt(cluster.hf_token_encrypted) if cluster.hf_token_encrypted else ""
+    agent = cluster.agent_tolerations
+    return {
+        "image_pull_secrets": tuple(cluster.image_pull_secrets),
+        "node_selector": dict(cluster.node_selector),
+        "tolerations": tuple(cluster.tolerations),
+        "agent_tolerations": None if agent is None else tuple(agent),
+        "check_inputs": orchestrator.CheckInputs(
+            hf_token=token,
+            require_scoped_inference_gateway=cluster.require_scoped_inference_gateway,
+            nccl_fabric=cluster.nccl_fabric,
+            inference_perf_no_cleanup=cluster.inference_perf_no_cleanup,
+        ),
+    }
 
 
 def _outcome_from(check: CheckRun) -> orchestrator.CheckOutcome:
