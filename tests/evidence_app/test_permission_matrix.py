@@ -84,6 +84,8 @@ MATRIX: list[tuple[str, str, str, dict[str, Any] | None, tuple[int, ...]]] = [
     ("api:run-list", "post", "/api/v1/runs/", {}, MAINTAINER_WRITE_BAD_BODY),
     ("api:run-detail", "get", "/api/v1/runs/{run}/", None, ALL_200),
     ("api:run-ctrf", "get", "/api/v1/runs/{run}/ctrf.json", None, ALL_200),
+    # Public like the CTRF; this run was never pushed, so everyone gets the 404 saying why.
+    ("api:run-pointer", "get", "/api/v1/runs/{run}/pointer.yaml", None, (404, 404, 404, 404)),
     # The run has ended: a maintainer's cancel is a conflict, everyone else is refused first.
     ("api:run-cancel", "post", "/api/v1/runs/{run}/cancel/", {}, (401, 403, 403, 409)),
     ("api:check", "post", "/api/v1/check/", {}, (400, 400, 400, 400)),
