@@ -4,15 +4,14 @@ and the HF token, which has to go there in clear as AICR sends it, is stored now
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import pytest
 from django.core import serializers
 
-from aicr_site.celery import app as celery_app
 from tests.k8s_sim import SCENARIOS, SimulatedCluster
+from tests.validators_app.runs_support import publish_nothing
 from validators_app.models import CheckRun, RunStatus, ValidationRun
 from validators_app.services import clusters, runs
 
@@ -21,22 +20,13 @@ RECIPE = "h100-eks-ubuntu-inference-dynamo"  # declares inference-perf
 TOKEN = "hf_RunScopedToken0123456789"
 
 
-@pytest.fixture
-def tasks_in_process() -> Iterator[None]:
-    """The run's task executes in this process even where REDIS_URL is set (CI)."""
-    saved = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = saved
-
-
 def test_the_hf_token_reaches_only_inference_perf_and_is_stored_nowhere(
-    tasks_in_process: None,
+    eager: None,
     real_catalog: Any,
     django_capture_on_commit_callbacks: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(runs, "run_publish", lambda run: run)  # evidence is tested elsewhere
+    publish_nothing(monkeypatch)  # evidence is tested elsewhere
     envs: dict[str, dict[str, str]] = {}
 
     def seen(event: Any) -> None:
