@@ -21,6 +21,7 @@ from evidence_app.consensus import stored as stored_consensus
 from recipes_app.models import DIMENSIONS, Catalog, Recipe, RecipeQuerySet
 
 MAX_QUERY_LENGTH = 200
+HAS_EVIDENCE = "1"  # ``?has_evidence=1``: the one value the toggle sends
 
 Facets = dict[str, list[tuple[str, int]]]
 
@@ -48,9 +49,17 @@ class RecipeFilter(django_filters.FilterSet):
         help_text="Recipe-level consensus over signed evidence (latest run per signer).",
     )
 
+    has_evidence = django_filters.ChoiceFilter(
+        choices=[(HAS_EVIDENCE, "only recipes with counted evidence")],
+        method="filter_has_evidence",
+        label="Has evidence",
+        help_text="Only recipes with at least one counted run (verified, counted signer, "
+        "real hardware, not withdrawn).",
+    )
+
     class Meta:
         model = Recipe
-        fields = ["q", *DIMENSIONS, "catalog", "consensus"]
+        fields = ["q", *DIMENSIONS, "catalog", "consensus", "has_evidence"]
 
     def __init__(
         self,
@@ -70,7 +79,9 @@ class RecipeFilter(django_filters.FilterSet):
         # One query for every facet: the criteria (and consensus state) of every recipe in
         # this catalog version.
         self._rows = list(
-            base.order_by().values_list(*DIMENSIONS, "search_text", "consensus__state")
+            base.order_by().values_list(
+                *DIMENSIONS, "search_text", "consensus__state", "consensus__counted_runs"
+            )
         )
         for dim_index, dim in enumerate(DIMENSIONS):
             values = sorted({row[dim_index] for row in self._rows})
@@ -94,6 +105,13 @@ class RecipeFilter(django_filters.FilterSet):
             return queryset.filter(Q(consensus__isnull=True) | Q(consensus__state=UNTESTED))
         return queryset.filter(consensus__state=value)
 
+    def filter_has_evidence(
+        self, queryset: QuerySet[Recipe], name: str, value: str
+    ) -> QuerySet[Recipe]:
+        # A stored row with counted runs: what ``consensus.stored`` keeps for each recipe
+        # with counted evidence (a recipe without one has none).
+        return queryset.filter(consensus__counted_runs__gt=0) if value == HAS_EVIDENCE else queryset
+
     def filter_queryset(self, queryset: QuerySet[Recipe]) -> QuerySet[Recipe]:
         """The filtered recipes, each with its stored consensus row joined in the same query
         (``select_related``): a page of results reads its own rows' badges
@@ -107,12 +125,14 @@ class RecipeFilter(django_filters.FilterSet):
         terms = (cleaned.get("q") or "").lower().split()
         chosen = {dim: cleaned.get(dim) for dim in DIMENSIONS if cleaned.get(dim)}
         state = cleaned.get("consensus")
-        text_at, state_at = len(DIMENSIONS), len(DIMENSIONS) + 1
+        with_evidence = cleaned.get("has_evidence") == HAS_EVIDENCE
+        text_at, state_at, runs_at = len(DIMENSIONS), len(DIMENSIONS) + 1, len(DIMENSIONS) + 2
         rows = [
             row
             for row in self._rows
             if not (terms and not all(term in row[text_at] for term in terms))
             and not (state and (row[state_at] or UNTESTED) != state)
+            and not (with_evidence and not row[runs_at])
         ]
         result: Facets = {}
         for dim_index, dim in enumerate(DIMENSIONS):

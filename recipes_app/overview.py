@@ -55,6 +55,11 @@ class MatrixCell:
     counts: tuple[StateCount, ...]  # states present, best first
     includes_demo: bool
     stale_recipes: int
+    with_evidence: int  # recipes with at least one counted run (the list's ``has_evidence``)
+
+    @property
+    def has_evidence(self) -> bool:
+        return self.with_evidence > 0
 
     @property
     def best(self) -> str:
@@ -78,6 +83,11 @@ class MatrixRow:
     service: str
     platform: str
     cells: tuple[MatrixCell | None, ...]  # one per accelerator column; None: no recipe
+
+    @property
+    def without_evidence(self) -> tuple[MatrixCell, ...]:
+        """The cells whose recipes have no counted run yet: a phone shows them as one line."""
+        return tuple(cell for cell in self.cells if cell is not None and not cell.has_evidence)
 
 
 @dataclass(frozen=True)
@@ -195,4 +205,5 @@ def _cell(
         counts=_state_counts(Counter(b.state for b in badges), keep_zero=False),
         includes_demo=any(b.includes_demo for b in badges),
         stale_recipes=sum(1 for b in badges if b.stale.stale),
+        with_evidence=sum(1 for b in badges if b.stale.counted_runs),
     )

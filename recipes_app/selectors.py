@@ -24,14 +24,22 @@ from recipes_app.models import ANY, DIMENSIONS, PHASES, Catalog, Recipe
 from recipes_app.resolver.checks import DeclaredCheck
 
 PAGE_SIZE = 20
-FILTER_FIELDS: tuple[str, ...] = ("q", *DIMENSIONS, "catalog", "consensus", "sort")
-# ``?sort=`` values, the default first (left out of a shareable URL).
+FILTER_FIELDS: tuple[str, ...] = (
+    "q",
+    *DIMENSIONS,
+    "catalog",
+    "consensus",
+    "has_evidence",
+    "sort",
+)
+# ``?sort=`` values, the default first (left out of a shareable URL). State first: the list
+# answers "what is validated" before anything else (CONFIRMED first … UNTESTED last).
 SORTS: dict[str, str] = {
-    "name": "Name",
     "state": "Consensus state (best first)",
+    "name": "Name",
     "attested": "Last attested (newest first)",
 }
-DEFAULT_SORT = "name"
+DEFAULT_SORT = "state"
 # A diff longer than this is cut; the full YAML of both sides stays one click away.
 MAX_DIFF_LINES = 4000
 # The columns a catalog label needs: never the (megabytes of) tree files.

@@ -6,6 +6,8 @@ Pages, the API, the SVG badge and the exports read consensus through this packag
 - state of a recipe: ``recipe_badge(recipe)`` (a listed recipe's stored ``RecipeBadge``:
   state, demo, staleness), ``consensus_grid(recipe=…).consensus.badge`` (computed);
 - grid of a recipe: ``consensus_grid(recipe=…, lens=…, signers=…)`` → ``ConsensusGrid``;
+- what a recipe lacks for CONFIRMED: ``RecipeConsensus.lacks_for_confirmed`` (``rules``'
+  ``confirmed_lacks`` over ``corroborate.confirmed_shortfall``, the CONFIRMED rule inverted);
 - states of many recipes: ``recipe_badges_computed(names=…)`` → ``ComputedBadges``, which
   ``stored`` keeps in ``RecipeConsensusState`` rows, and ``package_consensus(records, …)``
   for an audit package's own records;

@@ -19,6 +19,10 @@ The rules are AICR's (``evidence_app.corroborate``: ``bucket_status``, ``compute
 - **States** per row over distinct counted signers; phases and the recipe fold worst-first
   with PARTIAL for positive + untested rows.
 
+``confirmed_lacks`` says what a recipe lacks for CONFIRMED, from ``corroborate``'s
+``confirmed_shortfall`` (the row rule read backwards) and the worst-first fold (CONFIRMED
+only when every rollup row is).
+
 ``recipe_consensus`` is the one computation of a recipe's state, with what it rests on (demo
 evidence, stale counted runs): the grid, the stored list badges, the ``?consensus=`` filter,
 the recipe API and the audit package all use it, so they cannot disagree.
@@ -36,6 +40,7 @@ from django.db.models.functions import RowNumber
 from evidence_app.consensus.outcomes import CheckOutcome, check_outcomes
 from evidence_app.corroborate import (
     CONFIRMED,
+    CONFIRMED_MIN_PASSES,
     CONTESTED,
     FAIL,
     FAILING,
@@ -45,11 +50,13 @@ from evidence_app.corroborate import (
     PHASE_ORDER,
     SINGLE,
     UNTESTED,
+    ConfirmedShortfall,
     Consensus,
     RecipeRollup,
     SignerResult,
     bucket_status,
     compute_consensus,
+    confirmed_shortfall,
     rollup_phase,
     rollup_recipe,
 )
@@ -302,6 +309,59 @@ class RecipeBadge:
         }
 
 
+NAMED_CHECKS = 3  # checks a shortfall sentence names before "and N more"
+_COUNT_WORDS = {1: "one", 2: "two", 3: "three"}
+
+
+def _count(n: int) -> str:
+    return _COUNT_WORDS.get(n, str(n))
+
+
+@dataclass(frozen=True)
+class ConfirmedLack:
+    """Checks that lack the same thing for CONFIRMED (``corroborate.confirmed_shortfall``)."""
+
+    shortfall: ConfirmedShortfall
+    checks: tuple[str, ...]  # CTRF names, in grid row order
+
+    @property
+    def sentence(self) -> str:
+        """``needs one more independent passing signer on check-nvidia-smi``."""
+        failing, more = self.shortfall.failing_signers, self.shortfall.more_passing_signers
+        needs = []
+        if failing:
+            signers = "signer" if failing == 1 else "signers"
+            needs.append(f"its {_count(failing)} failing {signers} to pass")
+        if more:
+            signers = "signer" if more == 1 else "signers"
+            extra = " more" if failing or more < CONFIRMED_MIN_PASSES else ""
+            needs.append(f"{_count(more)}{extra} independent passing {signers}")
+        named = ", ".join(self.checks[:NAMED_CHECKS])
+        rest = len(self.checks) - NAMED_CHECKS
+        if rest > 0:
+            named += f" and {rest} more check{'s' if rest > 1 else ''}"
+        return f"needs {' and '.join(needs)} on {named}"
+
+
+def confirmed_lacks(rows: Iterable[RowConsensus]) -> tuple[ConfirmedLack, ...]:
+    """What a recipe lacks for CONFIRMED: its rollup folds worst-first, so it is CONFIRMED
+    exactly when every rollup row is; each row not yet CONFIRMED lacks what
+    ``confirmed_shortfall`` says, grouped by that shortfall (most checks first). A recipe
+    without any rollup row lacks a check with two passing signers. Empty: it is CONFIRMED."""
+    by_shortfall: dict[ConfirmedShortfall, list[str]] = {}
+    rollup_rows = [row for row in rows if row.in_rollup]
+    for row in rollup_rows:
+        if row.consensus.state == CONFIRMED:
+            continue
+        shortfall = confirmed_shortfall(row.consensus)
+        by_shortfall.setdefault(shortfall, []).append(row.key[1])
+    if not rollup_rows:
+        none_yet = ConfirmedShortfall(failing_signers=0, more_passing_signers=CONFIRMED_MIN_PASSES)
+        return (ConfirmedLack(shortfall=none_yet, checks=("at least one check",)),)
+    lacks = [ConfirmedLack(shortfall=s, checks=tuple(c)) for s, c in by_shortfall.items()]
+    return tuple(sorted(lacks, key=lambda lack: -len(lack.checks)))
+
+
 @dataclass(frozen=True)
 class RecipeConsensus:
     """The recipe-level consensus of one set of selected runs (``recipe_consensus``)."""
@@ -320,6 +380,10 @@ class RecipeConsensus:
     @property
     def badge(self) -> RecipeBadge:
         return RecipeBadge(state=self.state, includes_demo=self.includes_demo, stale=self.stale)
+
+    @property
+    def lacks_for_confirmed(self) -> tuple[ConfirmedLack, ...]:
+        return confirmed_lacks(self.rows)
 
 
 def _row_keys(declared: Iterable[RowKey], runs: Sequence[Run]) -> tuple[set[RowKey], set[RowKey]]:

@@ -13,7 +13,8 @@ States (``states``)
 - ``bucket_status(status) -> "pass" | "fail" | "not-run"``
 - ``compute_consensus(signers: Iterable[SignerResult]) -> Consensus`` with
   ``SignerResult(signer_id, allowlisted, result)`` and
-  ``Consensus(state, pass_allow, fail_allow, reported)``
+  ``Consensus(state, pass_allow, fail_allow, reported)``; ``confirmed_shortfall(consensus) ->
+  ConfirmedShortfall`` (what a row lacks for CONFIRMED, the same rule read backwards)
 - ``rollup_phase(states) -> str`` (worst first, ``PARTIAL``), ``phase_rollup(states_by_phase)``,
   ``priority_of(state) -> int``
 - ``tally_phase(rows, sources) -> PhaseTally`` and ``rollup_recipe(rows) -> RecipeRollup``
@@ -97,6 +98,7 @@ from .labels import format_when, format_when_date, source_label
 from .staleness import STALE_DAYS, SourceAge, age_days, age_label, is_stale, source_staleness
 from .states import (
     CONFIRMED,
+    CONFIRMED_MIN_PASSES,
     CONTESTED,
     FAIL,
     FAILING,
@@ -107,12 +109,14 @@ from .states import (
     PHASE_PRIORITY,
     SINGLE,
     UNTESTED,
+    ConfirmedShortfall,
     Consensus,
     PhaseTally,
     RecipeRollup,
     SignerResult,
     bucket_status,
     compute_consensus,
+    confirmed_shortfall,
     phase_rollup,
     priority_of,
     rollup_phase,
@@ -125,6 +129,7 @@ from .versions import order_versions_newest_first
 
 __all__ = [
     "CONFIRMED",
+    "CONFIRMED_MIN_PASSES",
     "CONTESTED",
     "FAIL",
     "FAILING",
@@ -141,6 +146,7 @@ __all__ = [
     "AllowlistError",
     "BuildResult",
     "Classification",
+    "ConfirmedShortfall",
     "Consensus",
     "Coordinate",
     "CorroborateError",
@@ -167,6 +173,7 @@ __all__ = [
     "compare_versions",
     "compatible_meta_schema",
     "compute_consensus",
+    "confirmed_shortfall",
     "coordinate_for",
     "criteria_from_coordinate",
     "emit",

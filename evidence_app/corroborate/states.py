@@ -24,6 +24,9 @@ PARTIAL = "PARTIAL"  # rollup only: some rows positive, the rest not run, nothin
 
 STATES = (CONFIRMED, SINGLE, CONTESTED, FAILING, UNTESTED)
 
+# Distinct allowlisted passing signers a row needs to be CONFIRMED (``consensus.go``).
+CONFIRMED_MIN_PASSES = 2
+
 # Result buckets (the wire values of series cells).
 PASS = "pass"  # noqa: S105 - a result bucket, not a password
 FAIL = "fail"
@@ -107,11 +110,37 @@ def compute_consensus(signers: Iterable[SignerResult]) -> Consensus:
         state = CONTESTED
     elif fail_allow:
         state = FAILING
-    elif pass_allow >= 2:
+    elif pass_allow >= CONFIRMED_MIN_PASSES:
         state = CONFIRMED
     else:
         state = SINGLE
     return Consensus(state, pass_allow, fail_allow, reported)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmedShortfall:
+    """What one row lacks to become CONFIRMED under ``compute_consensus``'s rule: the
+    allowlisted signers whose latest result fails must pass (a newer passing run, or the
+    failing one withdrawn), and this many more distinct allowlisted signers must pass."""
+
+    failing_signers: int
+    more_passing_signers: int
+
+    @property
+    def lacks_nothing(self) -> bool:
+        return not (self.failing_signers or self.more_passing_signers)
+
+
+def confirmed_shortfall(consensus: Consensus) -> ConfirmedShortfall:
+    """The inverse of ``compute_consensus`` for CONFIRMED: what ``consensus`` lacks to reach it.
+
+    A failing signer that turns to passing counts as one of the passes, so the passes still
+    missing are those beyond every current pass and every failing signer. Reported
+    (unallowlisted) signers never help: they carry no weight.
+    """
+    failing = consensus.fail_allow
+    more = max(0, CONFIRMED_MIN_PASSES - consensus.pass_allow - failing)
+    return ConfirmedShortfall(failing_signers=failing, more_passing_signers=more)
 
 
 def priority_of(state: str) -> int:

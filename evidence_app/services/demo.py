@@ -5,14 +5,21 @@ public seed string — anyone can re-derive these private keys, so they prove no
 registered as ``SigningKey(is_demo=True)`` named "… (DEMO key)", and every record they sign is
 ``is_demo`` (the ingest marks evidence signed by a demo key as demo, whoever uploads it).
 
-For a handful of the current catalog's recipes each lab "ran" AICR evidence directories
+For five of the current catalog's recipes the labs "ran" AICR evidence directories
 (``summary-bundle``: recipe.yaml = the recipe's canonical YAML, a DEMO snapshot, the BOM,
-per-phase CTRF from the recipe's declared checks — with some failures and performance numbers
-near the recipe's thresholds — manifest.json, the statement and its signed bundle), built by
+per-phase CTRF from the recipe's declared checks, performance numbers near the recipe's
+thresholds, manifest.json, the statement and its signed bundle), built by
 ``evidence_app.attestation``, the builder validation runs use, unredacted (AICR's ``--full``).
-They go through the same verify-before-count ingest as any upload (channel ``seed``). Runs
-differ in AICR version and date (one is older than 30 days, one uses an older AICR), so
-consensus and staleness have something to show.
+They go through the same verify-before-count ingest as any upload (channel ``seed``).
+
+Each of the five recipes is a scenario (``SCENARIOS``) whose runs are chosen so that the
+site's own consensus rules give it one state: CONFIRMED (two labs pass everything), SINGLE
+(one lab), PARTIAL (one lab ran only the first check), CONTESTED (two labs disagree on one
+check), FAILING (one lab fails one check); every other recipe stays UNTESTED. No state is
+written: the ingest stores the runs and ``consensus.stored`` computes the badges, so a page
+showing a demo CONFIRMED shows what the rules made of signed runs. Runs differ in AICR version
+and date (one older than 30 days, one from an older AICR, one superseded by its lab's newer
+run), so the lens and staleness have something to show.
 
 Idempotent: a run already stored (same demo key, recipe and AICR version) is skipped; the
 bytes themselves are deterministic (RFC 6979 signatures, fixed archive metadata).
@@ -40,6 +47,8 @@ from evidence_app.attestation import (
     sign_statement,
     summary_tarball,
 )
+from evidence_app.consensus import recipe_badge
+from evidence_app.corroborate import CONFIRMED, CONTESTED, FAILING, PARTIAL, SINGLE
 from evidence_app.corroborate.gojson import marshal_indent
 from evidence_app.models import Evidence, SigningKey
 from evidence_app.services import keys, signers, trust_roots
@@ -58,7 +67,6 @@ PREFERRED_RECIPES = (
     "h100-gke-cos-training-kubeflow",
     "h100-aks-ubuntu-training-kubeflow",
 )
-RECIPE_COUNT = 5
 GPU_MODELS = {
     "h100": "NVIDIA H100 80GB HBM3",
     "h200": "NVIDIA H200",
@@ -77,13 +85,27 @@ class DemoLab:
     name: str
 
 
+# What a demo run reports for the recipe's declared checks (in phase order):
+ALL_PASS = "all-pass"  # noqa: S105 - an outcome name, not a password
+FAIL_LAST = "fail-last"  # every check passes but the last one (a performance check if any)
+FIRST_ONLY = "first-only"  # only the first check ran; the others are skipped (not run)
+OUTCOMES = (ALL_PASS, FAIL_LAST, FIRST_ONLY)
+
+
 @dataclass(frozen=True)
 class DemoRun:
     lab: str
     aicr_version: str
     days_ago: int
-    fail_rate: float
-    performance_fails: bool = False
+    outcome: str = ALL_PASS
+
+
+@dataclass(frozen=True)
+class DemoScenario:
+    """One demo recipe: its runs and the state AICR's rules give them (checked by tests)."""
+
+    expected_state: str
+    runs: tuple[DemoRun, ...]
 
 
 LABS = (
@@ -91,12 +113,26 @@ LABS = (
     DemoLab("b", "Demo lab B (DEMO key)"),
     DemoLab("c", "Demo lab C (DEMO key)"),
 )
-RUNS = (
-    DemoRun("a", "v0.19.0", 2, 0.0),
-    DemoRun("a", "v0.18.2", 12, 0.08),
-    DemoRun("b", "v0.19.0", 5, 0.15, performance_fails=True),
-    DemoRun("c", "v0.18.2", 45, 0.05),
+# In PREFERRED_RECIPES order (the first five recipes with checks when those are missing).
+SCENARIOS = (
+    # Two independent labs pass every check; lab A's older failing run is superseded by its
+    # newer one (latest run per signer), lab C's 45-day-old pass is a stale third signer.
+    DemoScenario(
+        CONFIRMED,
+        (
+            DemoRun("a", "v0.19.0", 2),
+            DemoRun("a", "v0.18.2", 12, FAIL_LAST),
+            DemoRun("b", "v0.19.0", 5),
+            DemoRun("c", "v0.18.2", 45),
+        ),
+    ),
+    DemoScenario(SINGLE, (DemoRun("a", "v0.19.0", 3),)),
+    DemoScenario(PARTIAL, (DemoRun("b", "v0.19.0", 4, FIRST_ONLY),)),
+    DemoScenario(CONTESTED, (DemoRun("a", "v0.19.0", 1), DemoRun("b", "v0.19.0", 6, FAIL_LAST))),
+    DemoScenario(FAILING, (DemoRun("c", "v0.19.0", 8, FAIL_LAST),)),
 )
+RECIPE_COUNT = len(SCENARIOS)
+RUNS = tuple(run for scenario in SCENARIOS for run in scenario.runs)
 
 
 def demo_private_key(lab: DemoLab) -> ec.EllipticCurvePrivateKey:
@@ -130,17 +166,32 @@ def _unit(name: str) -> str:
     return "ops/s"
 
 
-def _ctrf(recipe: Recipe, phase: str, run: DemoRun, rng: random.Random, start_ms: int) -> bytes:
+def _statuses(recipe: Recipe, outcome: str) -> dict[tuple[str, str], str]:
+    """(phase, check) → CTRF status of every declared check for ``outcome``."""
+    keys = [(phase, check["name"]) for phase in PHASES for check in recipe.checks.get(phase, [])]
+    statuses = dict.fromkeys(keys, "passed")
+    if outcome == FAIL_LAST and keys:
+        statuses[keys[-1]] = "failed"
+    elif outcome == FIRST_ONLY:
+        statuses.update(dict.fromkeys(keys[1:], "skipped"))
+    return statuses
+
+
+def _ctrf(
+    recipe: Recipe,
+    phase: str,
+    run: DemoRun,
+    statuses: dict[tuple[str, str], str],
+    rng: random.Random,
+    start_ms: int,
+) -> bytes:
     """A phase report in AICR's CTRF layout (field order and Go JSON bytes), DEMO results."""
     checks = recipe.checks.get(phase, [])
     tests = []
     counts = {"passed": 0, "failed": 0, "skipped": 0}
     for check in checks:
         name = check["name"]
-        roll = rng.random()
-        status = "failed" if roll < run.fail_rate else ("skipped" if roll > 0.97 else "passed")
-        if phase == "performance" and run.performance_fails:
-            status = "failed"
+        status = statuses[(phase, name)]
         test: dict[str, object] = {
             "name": name,
             "status": status,
@@ -235,7 +286,8 @@ def demo_evidence_directory(
     """
     rng = random.Random(f"{recipe.name}|{lab.code}|{run.aicr_version}")  # noqa: S311 - demo data
     start_ms = int(attested_at.timestamp() * 1000) - 600_000
-    reports = {phase: _ctrf(recipe, phase, run, rng, start_ms) for phase in PHASES}
+    statuses = _statuses(recipe, run.outcome)
+    reports = {phase: _ctrf(recipe, phase, run, statuses, rng, start_ms) for phase in PHASES}
     bundle = build_summary_bundle(
         BundleInput(
             recipe=RecipeInput.of(recipe),
@@ -274,6 +326,9 @@ class DemoResult:
     created: int = 0
     existing: int = 0
     failed: list[str] = field(default_factory=list)
+    # Each demo recipe's consensus state as the stored badges now say (what the rules made of
+    # the runs, read back after the ingest, not the scenario's expectation).
+    states: dict[str, str] = field(default_factory=dict)
 
 
 def demo_key_ensure(lab: DemoLab) -> SigningKey:
@@ -301,8 +356,9 @@ def seed_demo(*, now: datetime | None = None) -> DemoResult:
         before = SigningKey.objects.count()
         lab_keys[lab.code] = demo_key_ensure(lab)
         result.keys_created += SigningKey.objects.count() - before
-    for recipe in demo_recipes(catalog):
-        for run in RUNS:
+    recipes = demo_recipes(catalog)
+    for recipe, scenario in zip(recipes, SCENARIOS, strict=False):
+        for run in scenario.runs:
             key = lab_keys[run.lab]
             if Evidence.objects.filter(
                 is_demo=True,
@@ -334,4 +390,7 @@ def seed_demo(*, now: datetime | None = None) -> DemoResult:
                 result.existing += 1
             else:
                 result.failed.append(f"{recipe.name} / {labs[run.lab].name}: {outcome.reason}")
+    stored = Recipe.objects.filter(pk__in=[r.pk for r in recipes]).select_related("consensus")
+    badges = {recipe.name: recipe_badge(recipe).state for recipe in stored}
+    result.states = {recipe.name: badges[recipe.name] for recipe in recipes}
     return result

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import io
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
 
+from evidence_app.consensus import CONFIRMED, STATES, consensus_grid, recipe_badge
 from evidence_app.models import Evidence, SigningKey, UploadLog
 from evidence_app.services import demo
 from evidence_app.services.ingest import evidence_ingest
-from recipes_app.models import Catalog
+from recipes_app.models import Catalog, Recipe
 
 
 @pytest.fixture(autouse=True)
@@ -33,8 +35,8 @@ def test_it_seeds_labelled_verified_demo_evidence(real_catalog: Catalog) -> None
     assert keys.count() == 3
     assert all(k.is_demo and "DEMO" in k.name and k.algorithm == "ecdsa-p256" for k in keys)
     evidence = list(Evidence.objects.select_related("signer", "recipe"))
-    assert len(evidence) == len(demo.RUNS) * demo.RECIPE_COUNT
-    assert "20 new" in output
+    assert len(evidence) == len(demo.RUNS)
+    assert f"{len(demo.RUNS)} new" in output
     assert {e.recipe.catalog_id for e in evidence} == {real_catalog.pk}
     assert len({e.recipe_name for e in evidence}) == demo.RECIPE_COUNT
     assert len({e.signer_id for e in evidence}) == 3
@@ -57,6 +59,29 @@ def test_it_seeds_labelled_verified_demo_evidence(real_catalog: Catalog) -> None
     assert all(m["unit"] for m in metrics)
     assert Evidence.objects.counted().count() == len(evidence)
     assert set(UploadLog.objects.values_list("channel", flat=True)) == {"seed"}
+
+
+def test_it_shows_every_consensus_state_through_the_real_rules(real_catalog: Catalog) -> None:
+    output = _seed()
+
+    # Counted over the whole catalog from the stored badges the list and home pages read
+    # (written by consensus.stored from the ingested runs: the seeder writes no state).
+    recipes = Recipe.objects.filter(catalog=real_catalog).select_related("consensus")
+    counts = Counter(recipe_badge(recipe).state for recipe in recipes)
+    print("demo states:", dict(counts))
+    assert set(counts) == set(STATES)
+    assert counts[CONFIRMED] == 1
+    names = [r.name for r in demo.demo_recipes(real_catalog)]
+    by_name = {r.name: recipe_badge(r).state for r in recipes if r.name in names}
+    assert by_name == {n: s.expected_state for n, s in zip(names, demo.SCENARIOS, strict=True)}
+    assert all(recipe_badge(r).includes_demo for r in recipes if r.name in names)
+    confirmed = names[0]
+    assert f"CONFIRMED  {confirmed} (DEMO)" in output
+    # The CONFIRMED one rests on two distinct counted signers passing on every row.
+    grid = consensus_grid(recipe=Recipe.objects.get(catalog=real_catalog, name=confirmed))
+    rows = [row for row in grid.consensus.rows if row.in_rollup]
+    assert rows
+    assert all(row.consensus.pass_allow >= 2 and not row.consensus.fail_allow for row in rows)
 
 
 def test_it_is_idempotent(real_catalog: Catalog) -> None:

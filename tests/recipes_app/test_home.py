@@ -173,3 +173,41 @@ def test_without_a_catalog_it_says_how_to_import_one(client):
 def test_the_brand_link_leads_home(client, real_catalog: Catalog):
     html = client.get("/recipes/").content.decode()
     assert '<a class="brand" href="/">' in html
+
+
+def test_cells_without_counted_evidence_are_named_in_their_rows_one_line(
+    client, real_catalog: Catalog
+):
+    recipe = Recipe.objects.get(catalog=real_catalog, name=KUBEFLOW)
+    EvidenceFactory(recipe=recipe, check_results=passing(recipe))
+    # A reported (uncounted) signer's run is not evidence that counts: still "no evidence".
+    other = (
+        Recipe.objects.filter(catalog=real_catalog, service="eks", platform="kubeflow")
+        .exclude(accelerator="h100")
+        .first()
+    )
+    assert other is not None
+    EvidenceFactory(recipe=other, signer=SignerFactory(counted=False), check_results=passing(other))
+
+    html = client.get("/").content.decode()
+
+    row = html[
+        html.index('<span class="matrix-service">eks</span> <span class="muted">· kubeflow') :
+    ]
+    row = row[: row.index("</tr>")]
+    rest = re.search(
+        r'<span class="matrix-rest" data-rest="(\d+)">No evidence yet: (.*?)</span>', row
+    )
+    assert rest is not None
+    named = re.findall(r">([^<]+)</a>", rest.group(2))
+    accelerators = set(
+        Recipe.objects.filter(catalog=real_catalog, service="eks", platform="kubeflow")
+        .exclude(accelerator="h100")
+        .values_list("accelerator", flat=True)
+    )
+    assert set(named) == accelerators
+    assert int(rest.group(1)) == len(accelerators)
+    assert other.accelerator in named
+    h100 = row[row.index('data-label="h100"') - 60 : row.index('data-label="h100"')]
+    assert "matrix-cell--no-evidence" not in h100
+    assert row.count("matrix-cell--no-evidence") == len(accelerators)

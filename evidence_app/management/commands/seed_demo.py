@@ -30,5 +30,7 @@ class Command(BaseCommand):
             f"Demo data: {result.created} new, {result.existing} already present, "
             f"{result.keys_created} demo key(s) registered."
         )
+        for name, state in result.states.items():
+            self.stdout.write(f"  {state:<10} {name} (DEMO)")
         if result.failed:
             raise CommandError(f"{len(result.failed)} demo run(s) failed verification")
