@@ -92,6 +92,12 @@ def evidence_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         )
         if page.commands
         else "",
+        "without_cosign": [
+            evidence_page.CommandLine(tool, text, "")
+            for tool, text in fetch_steps.without_cosign(evidence)
+        ]
+        if page.commands
+        else [],
     }
     return render(request, "evidence_app/detail.html", context)
 
