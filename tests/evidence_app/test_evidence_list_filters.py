@@ -11,6 +11,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from evidence_app import list_filters
 from evidence_app.models import Verdict
 from recipes_app.models import Recipe
 from tests.evidence_factories import EvidenceFactory, SignerFactory
@@ -121,3 +122,16 @@ def test_the_filters_cost_one_query_whatever_the_number_of_records(
     grouped = [q["sql"] for q in more if "GROUP BY" in q["sql"]]
     assert len(grouped) == 1
     assert len(_options(html, "recipe")) == 1 + 2 + 12
+
+
+def test_a_filter_offers_its_values_with_most_records_and_counts_the_rest(
+    client: Client, data: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(list_filters.MAX_OPTIONS, "recipe", 1)
+    html = client.get(URL).content.decode()
+    assert _options(html, "recipe") == {"": "any (5)", "alpha-recipe": "alpha-recipe (4)"}
+    assert "1 more by URL" in html
+    chosen = client.get(URL, {"recipe": "beta-recipe"}).content.decode()
+    assert _selected(chosen, "recipe") == ["beta-recipe"]
+    assert _options(chosen, "recipe")["beta-recipe"] == "beta-recipe (1)"
+    assert _shown(chosen) == 1
