@@ -30,6 +30,7 @@ from evidence_app.models import Evidence, PointerState, SignerKind, Verdict
 from evidence_app.services.staleness import StaleReason, staleness_bulk
 from evidence_app.verification.commands import (
     KEY_SIGNED_UPSTREAM_NOTE,
+    TOOL_GUIDE,
     VerifyCommand,
     anchored_identity_regexp,
     commands_for,
@@ -44,6 +45,11 @@ class CommandLine:
     tool: str
     text: str
     note: str
+
+    @property
+    def guide(self) -> str:
+        """What the tool is and how to get it."""
+        return TOOL_GUIDE.get(self.tool, "")
 
 
 def verify_commands(evidence: Evidence) -> list[CommandLine]:

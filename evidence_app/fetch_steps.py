@@ -4,7 +4,9 @@ A verify command names fixed files (``services.ingest.record.verify_commands``):
 ``evidence.sigstore.json`` and ``recipe.yaml``, or, for an evidence directory, the unpacked
 ``summary-bundle/``; a key-signed one also reads ``key.pub``. These lines download each from
 this site (the stored bytes, the recipe's canonical YAML pinned to its catalog version, the
-registered key) and unpack a tarball where the commands expect it.
+registered key) and unpack a tarball where the commands expect it. ``without_cosign`` gives
+the checks that need neither cosign nor aicr: this site's own ``manage.py verify_evidence`` on
+the same files, and the downloaded bytes' sha256 with ``openssl``.
 """
 
 from __future__ import annotations
@@ -63,3 +65,15 @@ def fetch_lines(evidence: Evidence, *, base_url: str) -> list[str]:
         key = base_url + reverse("evidence:signer-key", args=[evidence.signer.slug])
         lines.append(f"{curl} key.pub {shlex.quote(key)}")
     return lines
+
+
+def without_cosign(evidence: Evidence) -> list[tuple[str, str]]:
+    """``(tool, command)`` checks of the files ``fetch_lines`` downloads that need neither
+    cosign nor aicr."""
+    if is_tarball(evidence):
+        verify = f"python manage.py verify_evidence {UNPACKED_DIR}"
+        downloaded = TARBALL_FILE
+    else:
+        verify = "python manage.py verify_evidence evidence.sigstore.json --artifact recipe.yaml"
+        downloaded = "evidence.sigstore.json"
+    return [("manage.py", verify), ("openssl", f"openssl dgst -sha256 {downloaded}")]

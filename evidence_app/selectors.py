@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, QuerySet
 
+from evidence_app.list_filters import ListFilters, chosen_filters, list_filters
 from evidence_app.models import Evidence, EvidencePointer, PointerState
 from evidence_app.services.staleness import StaleReason, staleness_bulk
 
@@ -36,9 +37,12 @@ def evidence_get(*, pk: int) -> Evidence | None:
 class EvidenceListing:
     page: Page[Evidence]
     stale: dict[int, list[StaleReason]]
-    recipe: str
-    signer: str
+    filters: ListFilters
     query: str
+
+    @property
+    def filtered(self) -> bool:
+        return bool(self.filters.chosen)
 
 
 def evidence_queryset() -> QuerySet[Evidence]:
@@ -46,24 +50,23 @@ def evidence_queryset() -> QuerySet[Evidence]:
 
 
 def evidence_listing(*, params: Mapping[str, Any], page_number: Any) -> EvidenceListing:
-    """Evidence, newest first, optionally for one recipe name and/or one signer slug."""
-    recipe = str(params.get("recipe") or "").strip()[:200]
-    signer = str(params.get("signer") or "").strip()[:64]
+    """Evidence, newest first, optionally for one recipe name, signer slug and/or verdict,
+    with each filter's options and counts (``list_filters``). A bad verdict lists nothing and
+    says why."""
+    chosen, errors = chosen_filters(params)
     qs = evidence_queryset().order_by("-attested_at", "-pk")
-    if recipe:
-        qs = qs.filter(recipe_name=recipe)
-    if signer:
-        qs = qs.filter(signer__slug=signer)
+    lookups = {"recipe": "recipe_name", "signer": "signer__slug", "verdict": "verdict"}
+    qs = qs.filter(**{lookups[name]: value for name, value in chosen.items()})
+    if errors:
+        qs = qs.none()
     page = Paginator(qs, PAGE_SIZE).get_page(page_number)
     items = list(page.object_list)
     page.object_list = items
-    query = urlencode([(k, v) for k, v in (("recipe", recipe), ("signer", signer)) if v])
     return EvidenceListing(
         page=page,
         stale=staleness_bulk(items),
-        recipe=recipe,
-        signer=signer,
-        query=query,
+        filters=list_filters(chosen, errors),
+        query=urlencode(list(chosen.items())),
     )
 
 

@@ -63,10 +63,11 @@ def _refuse(request: HtmxHttpRequest, message: str) -> HttpResponse:
 def evidence_list(request: HtmxHttpRequest) -> HttpResponse:
     listing = selectors.evidence_listing(params=request.GET, page_number=request.GET.get("page"))
     context = {"listing": listing, "page": listing.page}
+    status = 400 if listing.filters.errors else 200
     if wants_partial(request, target="evidence-results"):
-        response = render(request, "evidence_app/list.html#results", context)
+        response = render(request, "evidence_app/list.html#results", context, status=status)
         return push_url(response, request.get_full_path())
-    return render(request, "evidence_app/list.html", context)
+    return render(request, "evidence_app/list.html", context, status=status)
 
 
 @require_safe
@@ -91,6 +92,12 @@ def evidence_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         )
         if page.commands
         else "",
+        "without_cosign": [
+            evidence_page.CommandLine(tool, text, "")
+            for tool, text in fetch_steps.without_cosign(evidence)
+        ]
+        if page.commands
+        else [],
     }
     return render(request, "evidence_app/detail.html", context)
 

@@ -15,6 +15,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
 from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
@@ -129,7 +130,11 @@ def cluster_new(request: HtmxHttpRequest) -> HttpResponse:
         else:
             return HttpResponseRedirect(reverse("clusters:detail", args=[cluster.pk]))
     status = 400 if form.is_bound else 200
-    return render(request, "validators_app/clusters/new.html", {"form": form}, status=status)
+    # The person's own paste goes back to them in the form, so an error's "line 2, column 1"
+    # points at text that is still there; never cached, so no shared cache keeps the secret.
+    response = render(request, "validators_app/clusters/new.html", {"form": form}, status=status)
+    add_never_cache_headers(response)
+    return response
 
 
 # The HF token stays out of Django's error reports, as the kubeconfig does.

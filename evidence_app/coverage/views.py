@@ -18,6 +18,7 @@ from django.views.decorators.http import require_http_methods
 
 from aicr_site.lib.htmx import HtmxHttpRequest, wants_partial
 
+from . import guidance
 from .forms import SnapshotCheckForm
 from .identity import LABELS
 from .service import CheckInputError, CheckResult, check_snapshot
@@ -28,7 +29,8 @@ MAX_BODY_BYTES = MAX_SNAPSHOT_BYTES + 64 * 1024
 
 
 def _view(result: CheckResult) -> dict[str, Any]:
-    """The result as the page shows it: labels instead of keys, both values of a difference."""
+    """The result as the page shows it: labels instead of keys, both values of a difference,
+    the verdict as a sentence with the suggested completions and what to run next."""
     origin = {"snapshot": "from the snapshot", "stated": "stated"}
     evidence = []
     for e in result.evidence:
@@ -56,6 +58,9 @@ def _view(result: CheckResult) -> dict[str, Any]:
         "criteria": [(d, v, origin[result.criteria_origin[d]]) for d, v in result.criteria.items()],
         "identity": [(LABELS[k], v) for k, v in result.identity.items()],
         "evidence": evidence,
+        "sentence": guidance.sentence(result.verdict),
+        "completions": guidance.completions(result),
+        "next_steps": guidance.next_steps(result),
     }
 
 
@@ -75,7 +80,8 @@ def _too_large(request: HtmxHttpRequest) -> HttpResponse | None:
     if length <= MAX_BODY_BYTES:
         return None
     error = f"The request is {length:,} bytes; a snapshot may be at most {MAX_SNAPSHOT_BYTES:,}."
-    response = _render(request, {"form": SnapshotCheckForm(), "error": error}, status=413)
+    form = SnapshotCheckForm(criteria_values=guidance.criteria_choices())
+    response = _render(request, {"form": form, "error": error}, status=413)
     response["Connection"] = "close"  # the unread body is not drained
     return response
 
@@ -86,7 +92,10 @@ def _too_large(request: HtmxHttpRequest) -> HttpResponse | None:
 @require_http_methods(["GET", "HEAD", "POST"])
 def check_page(request: HtmxHttpRequest) -> HttpResponse:
     if request.method != "POST":
-        return _render(request, {"form": SnapshotCheckForm()})
+        choices = guidance.criteria_choices()
+        initial, refused = guidance.prefill(request.GET, choices)
+        form = SnapshotCheckForm(initial=initial, criteria_values=choices)
+        return _render(request, {"form": form, "prefill_refused": refused})
     refusal = _too_large(request)
     if refusal is None:
         check = CsrfViewMiddleware(lambda _request: HttpResponse())
@@ -96,7 +105,9 @@ def check_page(request: HtmxHttpRequest) -> HttpResponse:
         refusal = check.process_view(request, None, (), {})  # type: ignore[arg-type]
     if refusal is not None:
         return refusal
-    form = SnapshotCheckForm(request.POST, request.FILES)
+    form = SnapshotCheckForm(
+        request.POST, request.FILES, criteria_values=guidance.criteria_choices()
+    )
     if not form.is_valid():
         return _render(request, {"form": form}, status=400)
     try:

@@ -53,6 +53,20 @@ KEY_SIGNED_UPSTREAM_NOTE = (
 )
 AICR_KEY_LABEL = "AICR v1.1+"
 
+# What each tool is and how to get it, shown under its command: a verify line is no use to an
+# auditor who does not have the tool (cosign is often missing), so each says where it comes from.
+TOOL_GUIDE: dict[str, str] = {
+    "aicr": "AICR's own CLI, the tool that made the evidence: a release binary of the "
+    "NVIDIA/aicr project.",
+    "cosign": "Sigstore's command-line signer and verifier: a release binary of the "
+    "sigstore/cosign project, or a package (e.g. brew install cosign).",
+    "sigstore-python": "Sigstore's Python client, no cosign needed: pip install sigstore.",
+    "manage.py": "This dashboard's own verifier (aicr evidence verify's checks on this site's "
+    "trust policy), no cosign needed: run it in a checkout of the dashboard's source.",
+    "openssl": "Only checks that the downloaded bytes are the ones this page lists (sha256), "
+    "not who signed them; OpenSSL is on most systems.",
+}
+
 # Characters special in both Python ``re`` and Go RE2 (escaped with a backslash there).
 _REGEX_SPECIAL = frozenset("\\.+*?()|[]{}^$")
 

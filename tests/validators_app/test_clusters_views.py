@@ -1,7 +1,11 @@
 """The cluster pages: who sees what, "Add cluster" with the service's refusals on the form,
-"Test connection" over htmx against real loopback servers, and no kubeconfig on any page."""
+"Test connection" over htmx against real loopback servers, no stored kubeconfig on any page,
+and the add form keeping what was pasted after an error."""
 
 from __future__ import annotations
+
+import html
+import re
 
 import pytest
 from django.test import Client, RequestFactory
@@ -107,16 +111,31 @@ def test_a_maintainer_adds_a_cluster_through_the_form() -> None:
         ({"kubeconfig": "x" * 300_000}, "at most 262144 characters"),
     ],
 )
-def test_refusals_show_on_the_form_and_the_kubeconfig_is_not_sent_back(
+def test_refusals_show_on_the_form_which_keeps_what_was_pasted(
     fields: dict[str, str], expected: str
 ) -> None:
+    """The paste goes back to the person who sent it (an error's "line 2, column 1" must point
+    at text that is there), in a response no cache may keep."""
     data = {"name": "bad", "environment": "simulated", "kubeconfig": kubeconfig()} | fields
     response = client_as(Role.MAINTAINER).post("/clusters/new/", data)
     page = response.content.decode()
     assert response.status_code == 400
     assert expected in page
-    assert SECRET_TOKEN not in page
+    textarea = re.search(r'<textarea name="kubeconfig"[^>]*>\n(.*?)</textarea>', page, re.S)
+    assert textarea is not None
+    assert html.unescape(textarea.group(1)) == data["kubeconfig"]
+    assert "no-store" in response["Cache-Control"]
     assert not Cluster.objects.exists()
+
+
+def test_a_yaml_error_points_at_a_line_of_the_kept_text() -> None:
+    pasted = "apiVersion: v1\nclusters: [\n"
+    data = {"name": "bad", "environment": "simulated", "kubeconfig": pasted}
+    response = client_as(Role.MAINTAINER).post("/clusters/new/", data)
+    page = html.unescape(response.content.decode())
+    assert response.status_code == 400
+    assert re.search(r"line \d+, column \d+", page)
+    assert f">\n{pasted}</textarea>" in page
 
 
 def test_a_duplicate_name_is_refused_on_the_form() -> None:
