@@ -232,6 +232,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Deep links put a link inside each operation's expand button (a control within a
+    # control: axe's nested-interactive, confusing to screen readers); without them the
+    # button holds only text.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": False},
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "aicr_site.openapi.document_common_refusals",

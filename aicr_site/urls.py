@@ -35,7 +35,12 @@ urlpatterns = [
     # AICR's dashboard data format, computed from the stored evidence.
     path("aicr/", include("evidence_app.publication_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
+    # Swagger UI inside the site's own frame (header, lang, colour tokens): templates/api_docs.html.
+    path(
+        "api/docs/",
+        SpectacularSwaggerSplitView.as_view(url_name="api-schema", template_name="api_docs.html"),
+        name="api-docs",
+    ),
     # Drop-in for aicrd's recipe API, so existing AICR clients can point at this site.
     path("", include("recipes_app.aicrd.urls")),
     path("admin/", admin.site.urls),

@@ -280,7 +280,7 @@ def test_the_badge_renders_its_markdown_copies_and_the_feed_parses(page, catalog
     page.wait_for_function("document.querySelector('img[data-badge]').complete")
     assert image.evaluate("img => img.naturalWidth") > 100
 
-    page.get_by_role("button", name="Copy the badge Markdown").click()
+    page.get_by_role("button", name="Copy Markdown of the badge").click()
     copied = page.evaluate("navigator.clipboard.readText()")
     assert copied == page.locator("#badge-markdown").inner_text()
     assert copied.startswith(f"[![AICR consensus: {KUBEFLOW}](")

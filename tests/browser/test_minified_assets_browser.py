@@ -67,7 +67,7 @@ def test_the_minified_scripts_load_the_yaml_copy_it_and_fold_the_filters(
 
     page.goto(f"/recipes/{KUBEFLOW}/")
     page.locator("details.yaml summary").click()
-    copy = page.get_by_role("button", name="Copy the recipe YAML")
+    copy = page.get_by_role("button", name="Copy YAML of the recipe")
     expect(copy).to_be_enabled()
     copy.click()
     assert page.evaluate("navigator.clipboard.readText()") == recipe.deterministic_yaml.strip()
