@@ -15,7 +15,6 @@ from django.db.models import Prefetch
 from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
 from django.views.decorators.vary import vary_on_headers
 
@@ -25,6 +24,7 @@ from validators_app.clusters_views import _refuse, can_manage
 from validators_app.models import CheckRun, CheckStatus, Cluster, RunStatus, ValidationRun
 from validators_app.services import run_images, runs
 from validators_app.services.publication import run_contribution
+from validators_app.services.run_progress import run_progress
 
 PAGE_SIZE = 50
 LIVE_TARGET = "run-live"
@@ -82,8 +82,6 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 def _detail_context(request: HtmxHttpRequest, run: ValidationRun) -> dict[str, Any]:
     checks = list(run.checks.all())
-    end = run.finished_at or timezone.now()
-    elapsed = (end - run.started_at).total_seconds() if run.started_at else None
     # The log tail of the check that finished last (one row's log, not every check's).
     latest = (
         run.checks.exclude(status__in=(CheckStatus.PENDING, CheckStatus.RUNNING))
@@ -98,7 +96,7 @@ def _detail_context(request: HtmxHttpRequest, run: ValidationRun) -> dict[str, A
         "run": run,
         "checks": checks,
         "images": run_images.images_ran(run),
-        "elapsed_s": elapsed,
+        "progress": run_progress(run, checks),
         "poll_seconds": POLL_SECONDS,
         "counts": {s: sum(c.status == s for c in checks) for s in CheckStatus.values},
         "latest_log_check": latest,
