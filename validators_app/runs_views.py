@@ -29,6 +29,7 @@ from validators_app.services.run_progress import run_progress
 PAGE_SIZE = 50
 LIVE_TARGET = "run-live"
 POLL_SECONDS = 2
+NOSCRIPT_REFRESH_SECONDS = 5  # a whole page each time: less often than the htmx poll
 LIVE_LOG_LINES = 40
 PAGE_LOG_LINES = 200
 
@@ -98,6 +99,7 @@ def _detail_context(request: HtmxHttpRequest, run: ValidationRun) -> dict[str, A
         "images": run_images.images_ran(run),
         "progress": run_progress(run, checks),
         "poll_seconds": POLL_SECONDS,
+        "noscript_refresh_seconds": NOSCRIPT_REFRESH_SECONDS,
         "counts": {s: sum(c.status == s for c in checks) for s in CheckStatus.values},
         "latest_log_check": latest,
         "latest_log": runs.log_tail(latest, LIVE_LOG_LINES) if latest else [],

@@ -67,3 +67,21 @@ def test_the_run_page_polls_until_publishing_ends(
     expect(page.locator("#run-live [role=note]")).to_contain_text(REASON)
     expect(page.locator("#results-h")).to_be_visible()
     assert page.locator("[hx-trigger]").count() == 0
+
+
+def test_without_javascript_the_run_page_reloads_until_the_run_ends(
+    open_page: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runs, "_enqueue", lambda run_pk: None)  # stays queued: no worker
+    run = runs.run_start(cluster=cluster_row(), recipe_name=RECIPE, phases=["deployment"])
+    page = open_page(java_script_enabled=False, viewport={"width": 390, "height": 844})
+    page.goto(f"/runs/{run.pk}/")
+    status = page.locator("[data-run-status]")
+    expect(status).to_have_text("queued")
+    expect(page.locator("progress")).to_have_attribute("value", "0")
+
+    runs.run_cancel(run=run)  # a queued run is cancelled at once
+
+    expect(status).to_have_text("cancelled", timeout=15_000)  # the <noscript> reload
+    expect(page.locator(".run-live--cancelled")).to_contain_text("Cancelled before a verdict.")
+    assert page.locator("noscript").count() == 0

@@ -104,8 +104,12 @@ def test_each_state_renders_distinctly(
     for other, words in WORDS.items():
         if other != state:
             assert words not in body, other
-    # Still changing (queued, running, publishing): the block keeps polling; else it stops.
-    assert (POLLING in body) == (state in (RunStatus.QUEUED, RunStatus.RUNNING, "publishing"))
+    # Still changing (queued, running, publishing): the block keeps polling, and without
+    # JavaScript the page reloads itself; once ended, neither.
+    active = state in (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.PUBLISHING)
+    assert (POLLING in body) == active
+    page = Client().get(f"/runs/{run.pk}/").content.decode()
+    assert ('<noscript><meta http-equiv="refresh" content="5"></noscript>' in page) == active
 
 
 def test_progress_is_counted_from_the_check_rows_against_the_catalog_budget(
@@ -124,6 +128,9 @@ def test_progress_is_counted_from_the_check_rows_against_the_catalog_budget(
         f"<strong data-progress-done>1</strong> of <strong data-progress-planned>{planned}" in body
     )
     assert f"Running <code>{second.phase}/{second.name}</code>: check 2 of {planned}." in body
+    # A pending check and the running one are styled apart (outline vs filled chip).
+    assert body.count("check-status--running") == 1
+    assert body.count("check-status--pending") == planned - 2
     budget = catalog_budget_s(run)
     hours, rest = divmod(budget, 3600)
     shown = f"{hours}h {rest // 60}m 0s" if hours else f"{rest // 60}m 0s"
