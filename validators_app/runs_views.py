@@ -15,7 +15,6 @@ from django.db.models import Prefetch
 from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
 from django.views.decorators.vary import vary_on_headers
 
@@ -25,10 +24,12 @@ from validators_app.clusters_views import _refuse, can_manage
 from validators_app.models import CheckRun, CheckStatus, Cluster, RunStatus, ValidationRun
 from validators_app.services import run_images, runs
 from validators_app.services.publication import run_contribution
+from validators_app.services.run_progress import run_progress
 
 PAGE_SIZE = 50
 LIVE_TARGET = "run-live"
 POLL_SECONDS = 2
+NOSCRIPT_REFRESH_SECONDS = 5  # a whole page each time: less often than the htmx poll
 LIVE_LOG_LINES = 40
 PAGE_LOG_LINES = 200
 
@@ -82,8 +83,6 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 def _detail_context(request: HtmxHttpRequest, run: ValidationRun) -> dict[str, Any]:
     checks = list(run.checks.all())
-    end = run.finished_at or timezone.now()
-    elapsed = (end - run.started_at).total_seconds() if run.started_at else None
     # The log tail of the check that finished last (one row's log, not every check's).
     latest = (
         run.checks.exclude(status__in=(CheckStatus.PENDING, CheckStatus.RUNNING))
@@ -98,8 +97,9 @@ def _detail_context(request: HtmxHttpRequest, run: ValidationRun) -> dict[str, A
         "run": run,
         "checks": checks,
         "images": run_images.images_ran(run),
-        "elapsed_s": elapsed,
+        "progress": run_progress(run, checks),
         "poll_seconds": POLL_SECONDS,
+        "noscript_refresh_seconds": NOSCRIPT_REFRESH_SECONDS,
         "counts": {s: sum(c.status == s for c in checks) for s in CheckStatus.values},
         "latest_log_check": latest,
         "latest_log": runs.log_tail(latest, LIVE_LOG_LINES) if latest else [],

@@ -2,7 +2,15 @@
 ``series/<recipe>.json`` (schema ``aicr-corroboration/v1``), written by the port of AICR's
 generator (``corroborate.build_from_runs``, byte-identical to the Go tool on its fixtures).
 
-The runs are the stored evidence that is verified, not withdrawn and not simulated. A signer
+The runs are the stored evidence that is verified and not withdrawn, and by default neither demo
+nor simulated: AICR never lets simulated results reach its public dashboard (AICR issue #1278),
+and a dashboard fed from this one cannot tell demo evidence from real. ``include`` (the
+``?include=demo,simulated`` query option) adds them, each kind under its own zero-weight
+source (``sample_issuer``: AICR's consensus never counts a source that is not allowlisted,
+and a signer that also signs real runs keeps its real column unmixed), and ``labels.json``
+names those sources. The label is that separate document, not a field added to
+``index.json``, so ``index.json`` stays exactly the bytes AICR's generator writes for the same
+runs (its reader would ignore an unknown field, but nobody could then diff the two). A signer
 this site counts is ``allowlisted`` (AICR's weight 1), any other verified signer is reported
 with weight 0, exactly as AICR's generator treats an unlisted signer; the class is this site's
 (``registered-key`` included, a class AICR itself does not have). Key-signed runs carry the key
@@ -15,11 +23,14 @@ after any upload, withdrawal or reclassification, and served from the cache othe
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from django.core.cache import cache
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Q
 
 from evidence_app.consensus.rules import check_statuses
 from evidence_app.corroborate import (
@@ -34,11 +45,47 @@ from evidence_app.corroborate import (
     marshal,
     safe_recipe_slug,
 )
+from evidence_app.corroborate import source_id as aicr_source_id
 from evidence_app.models import Evidence, SignerClassChange, Verdict
 
-CACHE_PREFIX = "evidence:aicr-dashboard:v1"
+CACHE_PREFIX = "evidence:aicr-dashboard:v2"
 CACHE_TIMEOUT = 24 * 60 * 60
 KEY_ISSUER = "key"
+SAMPLE_KINDS = ("demo", "simulated")  # left out unless asked for
+LABELS_SCHEMA = "aicr-dashboard-site-labels/v1"
+
+
+class IncludeError(ValueError):
+    """An ``include`` value this publication does not know."""
+
+
+def include_parse(value: str | None) -> frozenset[str]:
+    """``"demo,simulated"`` → the sample kinds to include; ``IncludeError`` names a bad one."""
+    kinds = frozenset(part.strip() for part in (value or "").split(",") if part.strip())
+    unknown = sorted(kinds - set(SAMPLE_KINDS))
+    if unknown:
+        raise IncludeError(
+            f"include: unknown value {unknown[0][:40]!r}; use a comma-separated list of "
+            + ", ".join(SAMPLE_KINDS)
+        )
+    return kinds
+
+
+def sample_kinds(evidence: Evidence) -> tuple[str, ...]:
+    return tuple(
+        kind
+        for kind, flag in (("demo", evidence.is_demo), ("simulated", evidence.is_simulated))
+        if flag
+    )
+
+
+def sample_issuer(kinds: Iterable[str], issuer: str) -> str:
+    """The issuer an included demo/simulated run is published under (``simulated:<issuer>``).
+    AICR's generator keys a source and its consensus by the verified (issuer, identity), never
+    by ``idHash``, so a sample signed by a signer that also signs real runs needs a distinct
+    pair, or its newest run would stand in for the real one. This site already names key-signed
+    runs' issuer ``key``; ``labels.json`` says what each such issuer means."""
+    return "+".join(kinds) + ":" + issuer
 
 
 @dataclass(frozen=True)
@@ -49,19 +96,31 @@ class Publication:
     series: dict[str, bytes]
     runs: int
     warnings: tuple[str, ...]
+    labels: bytes  # labels.json: which sources are demo or simulated samples
+    include: frozenset[str]
+    left_out: dict[str, int]  # kind → verified runs of that kind not included
 
 
 def _iso(evidence: Evidence) -> str:
     return evidence.attested_at.isoformat().replace("+00:00", "Z")
 
 
-def dashboard_runs(warnings: list[str]) -> list[Run]:
-    """Every publishable evidence row as one of AICR's admitted runs."""
+def _published() -> Any:
+    return Evidence.objects.filter(verdict=Verdict.VERIFIED, withdrawn_at__isnull=True)
+
+
+def dashboard_runs(
+    warnings: list[str], include: frozenset[str] = frozenset(), labels: dict[str, Any] | None = None
+) -> list[Run]:
+    """Every publishable evidence row as one of AICR's admitted runs; demo and simulated rows
+    only when ``include`` names their kind, under a sample source recorded in ``labels``."""
+    rows = _published()
+    if "demo" not in include:
+        rows = rows.filter(is_demo=False)
+    if "simulated" not in include:
+        rows = rows.filter(is_simulated=False)
     rows = (
-        Evidence.objects.filter(
-            verdict=Verdict.VERIFIED, withdrawn_at__isnull=True, is_simulated=False
-        )
-        .select_related("signer", "signer__key", "recipe")
+        rows.select_related("signer", "signer__key", "recipe")
         .only(
             "pk",
             "sha256",
@@ -71,6 +130,8 @@ def dashboard_runs(warnings: list[str]) -> list[Run]:
             "k8s_version",
             "rekor_log_index",
             "check_results",
+            "is_demo",
+            "is_simulated",
             "signer__identity",
             "signer__issuer",
             "signer__source_id",
@@ -101,15 +162,23 @@ def dashboard_runs(warnings: list[str]) -> list[Run]:
             issuer, identity = KEY_ISSUER, f"sha256:{signer.key.fingerprint}"
         else:
             issuer, identity = signer.issuer, signer.identity
+        source_id, allowlisted = signer.source_id, signer.counted
+        kinds = sample_kinds(evidence)
+        if kinds:  # included on request: its own source, never weighed in consensus
+            real_id = aicr_source_id(issuer, identity)
+            issuer, allowlisted = sample_issuer(kinds, issuer), False
+            source_id = aicr_source_id(issuer, identity)
+            if labels is not None:
+                labels[source_id] = {"kinds": list(kinds), "issuer": issuer, "realSource": real_id}
         meta = RunMeta(
             coordinate=coordinate,
             recipe=evidence.recipe_name,
             signer=Signer(
-                id_hash=signer.source_id,
+                id_hash=source_id,
                 identity=identity,
                 issuer=issuer,
                 class_=signer.signer_class,
-                allowlisted=signer.counted,
+                allowlisted=allowlisted,
             ),
             run_id=evidence.sha256[:16],
             attested_at=_iso(evidence),
@@ -127,13 +196,34 @@ def dashboard_runs(warnings: list[str]) -> list[Run]:
     return runs
 
 
-def publication_build() -> Publication:
+def _left_out(include: frozenset[str]) -> dict[str, int]:
+    counts = _published().aggregate(
+        demo=Count("id", filter=Q(is_demo=True)), simulated=Count("id", filter=Q(is_simulated=True))
+    )
+    return {kind: counts[kind] for kind in SAMPLE_KINDS if kind not in include}
+
+
+def publication_build(include: frozenset[str] = frozenset()) -> Publication:
     warnings: list[str] = []
-    runs = dashboard_runs(warnings)
+    labels: dict[str, Any] = {}
+    runs = dashboard_runs(warnings, include, labels)
     result = build_from_runs(runs, warnings)
     series = {name: marshal(body) for name, body in result.series.items() if safe_recipe_slug(name)}
+    labels_doc = {
+        "schema": LABELS_SCHEMA,
+        "include": sorted(include),
+        "note": "Sources listed here are demo or simulated samples published on request: "
+        "they are not allowlisted, so AICR's consensus never counts them.",
+        "sources": dict(sorted(labels.items())),
+    }
     return Publication(
-        index=marshal(result.index), series=series, runs=len(runs), warnings=tuple(warnings)
+        index=marshal(result.index),
+        series=series,
+        runs=len(runs),
+        warnings=tuple(warnings),
+        labels=(json.dumps(labels_doc, indent=2) + "\n").encode(),
+        include=include,
+        left_out=_left_out(include),
     )
 
 
@@ -151,16 +241,17 @@ def evidence_version() -> tuple[object, ...]:
     return (*evidence.values(), *changes.values())
 
 
-def _cache_key() -> str:
+def _cache_key(include: frozenset[str]) -> str:
     parts = [re.sub(r"[^0-9A-Za-z._-]", "_", str(part)) for part in evidence_version()]
-    return f"{CACHE_PREFIX}:" + ":".join(parts)
+    return f"{CACHE_PREFIX}:{'+'.join(sorted(include)) or '-'}:" + ":".join(parts)
 
 
-def publication_current() -> Publication:
-    """The published files for the evidence as it is now (cached per evidence generation)."""
-    key = _cache_key()
+def publication_current(include: frozenset[str] = frozenset()) -> Publication:
+    """The published files for the evidence as it is now (cached per evidence generation and
+    per ``include``)."""
+    key = _cache_key(include)
     publication: Publication | None = cache.get(key)
     if publication is None:
-        publication = publication_build()
+        publication = publication_build(include)
         cache.set(key, publication, CACHE_TIMEOUT)
     return publication

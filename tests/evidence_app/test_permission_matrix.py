@@ -64,7 +64,9 @@ MATRIX: list[tuple[str, str, str, dict[str, Any] | None, tuple[int, ...]]] = [
     ("api:export-ndjson", "get", "/api/v1/export/evidence.ndjson", None, EXPORT),
     ("api:export-csv", "get", "/api/v1/export/evidence.csv", None, EXPORT),
     ("api:export-audit", "get", "/api/v1/export/audit.tar.gz", None, EXPORT),
+    ("aicr-dashboard:listing", "get", "/aicr/data/", None, ALL_200),
     ("aicr-dashboard:index", "get", "/aicr/data/index.json", None, ALL_200),
+    ("aicr-dashboard:labels", "get", "/aicr/data/labels.json", None, ALL_200),
     ("aicr-dashboard:series", "get", "/aicr/data/series/{recipe}.json", None, ALL_200),
     ("aicrd:recipe", "get", "/v1/recipe?service=eks&accelerator=h100", None, ALL_200),
     (

@@ -18,9 +18,8 @@ from django.utils import timezone
 
 from evidence_app.models import Role
 from evidence_app.services.tokens import user_with_role
-from tests.validators_app.runs_support import outcome
+from tests.validators_app.runs_support import passed_outcome
 from tests.validators_app.test_runs_services import _queued
-from validators_app import orchestrator
 from validators_app.models import RunStatus, ValidationRun
 from validators_app.services import runs
 
@@ -31,18 +30,6 @@ pytestmark = pytest.mark.django_db
 def _fast_settings(settings: Any) -> None:
     settings.VALIDATION_HEARTBEAT_STALE_SECONDS = 60
     settings.VALIDATION_MAX_ATTEMPTS = 2
-
-
-def _passed(run: ValidationRun) -> orchestrator.RunOutcome:
-    names = list(run.checks.values_list("name", flat=True))
-    return orchestrator.RunOutcome(
-        status="passed",
-        error="",
-        snapshot_yaml="kind: Snapshot\n",
-        phase_reports={"deployment": b"{}\n"},
-        merged_report=b'{"merged": true}\n',
-        checks=tuple(outcome("deployment", n, "passed") for n in names),
-    )
 
 
 def _publisher(monkeypatch: Any, publish: Any) -> None:
@@ -75,7 +62,7 @@ def test_while_publishing_the_run_is_publishing_everywhere_then_passed_with_its_
     run = _queued(django_capture_on_commit_callbacks, phases=["deployment"])
     claim = runs.run_claim(run_id=run.pk)
     assert claim is not None
-    finished = runs.run_finish(claim=claim, outcome=_passed(run))
+    finished = runs.run_finish(claim=claim, outcome=passed_outcome(run))
 
     assert (seen["status"], seen["verdict"]) == (RunStatus.PUBLISHING, RunStatus.PASSED)
     assert seen["api"]["status"] == "publishing"
@@ -84,7 +71,7 @@ def test_while_publishing_the_run_is_publishing_everywhere_then_passed_with_its_
     assert seen["ctrf"].status_code == 404
     assert "is publishing its evidence" in seen["ctrf"].json()["detail"]
     page = seen["page"]
-    assert "Publishing evidence…" in page
+    assert "All checks ended (passed); publishing the evidence." in page
     assert "hx-trigger=" in page  # the page keeps refreshing
     assert "Not published as evidence" not in page
     assert [r["id"] for r in seen["filtered"]["results"]] == [run.pk]
@@ -115,7 +102,7 @@ def test_a_publishing_run_does_not_hold_its_cluster(
     run = _queued(django_capture_on_commit_callbacks, phases=["deployment"])
     claim = runs.run_claim(run_id=run.pk)
     assert claim is not None
-    runs.run_finish(claim=claim, outcome=_passed(run))
+    runs.run_finish(claim=claim, outcome=passed_outcome(run))
     assert len(started) == 1
     assert ValidationRun.objects.get(pk=started[0]).status == RunStatus.QUEUED
 
@@ -136,7 +123,7 @@ def test_a_run_left_publishing_by_a_dead_worker_is_published_again_by_the_reaper
     claim = runs.run_claim(run_id=run.pk)
     assert claim is not None
     with pytest.raises(WorkerDied):
-        runs.run_finish(claim=claim, outcome=_passed(run))
+        runs.run_finish(claim=claim, outcome=passed_outcome(run))
     run.refresh_from_db()
     assert (run.status, run.verdict, run.evidence_id) == ("publishing", "passed", None)
     finished_at = run.finished_at
