@@ -18,6 +18,9 @@ from .filters import DEFAULT_SORT, SORTS, QualificationFilter
 from .table import QualificationRow, qualification_queryset, qualification_rows
 
 PAGE_SIZE = 50
+# The recipe page shows the newest few (it carries the consensus grid too: the page budget);
+# its "sort, filter and export" link opens the rest on /qualifications/.
+RECIPE_PAGE_SIZE = 10
 _PARAMS = ("recipe", "gpu", "service", "signer_class", "state", "simulated", "sort")
 
 
@@ -90,7 +93,7 @@ def qualification_listing(
         for message in messages
     ]
     results = Evidence.objects.none() if errors else filterset.qs
-    page = Paginator(results, PAGE_SIZE).get_page(page_number)
+    page = Paginator(results, RECIPE_PAGE_SIZE if recipe else PAGE_SIZE).get_page(page_number)
     items = list(page.object_list)
     page.object_list = items
     return QualificationListing(

@@ -132,15 +132,30 @@ def _cells(evidence: Evidence, applied: frozenset[str]) -> dict[str, Cell]:
 
 
 def _measures(evidence: Evidence) -> list[Measure]:
-    results = evidence.check_results or {}
+    # Read defensively: rows stored by older code (or tests) may hold other shapes, and a page
+    # must show what is there rather than fail on what is not.
+    results: Mapping[str, Any] = evidence.check_results or {}
     out = []
     for phase in sorted(results):
         checks = results[phase]
+        if not isinstance(checks, Mapping):
+            continue
         for check in sorted(checks):
-            for metric in checks[check].get("metrics") or ():
-                out.append(
-                    Measure(check, metric["label"], float(metric["value"]), metric["unit"] or "")
-                )
+            result = checks[check]
+            metrics = result.get("metrics") if isinstance(result, Mapping) else None
+            for metric in metrics if isinstance(metrics, list) else ():
+                value = metric.get("value") if isinstance(metric, Mapping) else None
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    unit = metric.get("unit")
+                    label = metric.get("label")
+                    out.append(
+                        Measure(
+                            check,
+                            label if isinstance(label, str) else "",
+                            float(value),
+                            unit if isinstance(unit, str) else "",
+                        )
+                    )
     return out
 
 

@@ -271,3 +271,13 @@ def test_measured_numbers_show_with_their_units_or_why_there_are_none(
     assert 'title="redacted"' in cell(html, redacted.pk, "measured")
     items = {i["id"]: i for i in Client().get(API).json()["results"]}
     assert items[measured.pk]["measures"] == ["nccl-all-reduce-bw busbw=412.5 GB/s"]
+
+
+def test_the_recipe_page_shows_the_newest_ten_and_links_to_all(example_recipe: Recipe) -> None:
+    made = EvidenceFactory.create_batch(12, recipe=example_recipe)
+    html = Client().get(f"/recipes/{example_recipe.name}/").content.decode()
+    assert len(row_ids(html)) == 10
+    assert f"All 12 qualifications of {example_recipe.name}" in html
+    assert 'rel="next"' not in html.split('id="qualifications"')[1].split("</section>")[0]
+    everything = row_ids(Client().get(PAGE, {"recipe": example_recipe.name}).content.decode())
+    assert sorted(everything) == sorted(e.pk for e in made)
