@@ -17,10 +17,10 @@ from evidence_app.models import Evidence, SignerClass
 from .filters import DEFAULT_SORT, SORTS, QualificationFilter
 from .table import QualificationRow, qualification_queryset, qualification_rows
 
-PAGE_SIZE = 50
+PAGE_SIZE = 25
 # The recipe page shows the newest few (it carries the consensus grid too: the page budget);
 # its "sort, filter and export" link opens the rest on /qualifications/.
-RECIPE_PAGE_SIZE = 10
+RECIPE_PAGE_SIZE = 5
 _PARAMS = ("recipe", "gpu", "service", "signer_class", "state", "simulated", "sort")
 
 

@@ -87,10 +87,6 @@ class Cell:
     value: str | None
     why: str = ""  # NOT_RECORDED or REDACTED when value is None
 
-    @property
-    def title(self) -> str:
-        return self.why
-
 
 @dataclass(frozen=True)
 class Measure:
