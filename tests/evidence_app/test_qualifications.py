@@ -281,3 +281,10 @@ def test_the_recipe_page_shows_the_newest_five_and_links_to_all(example_recipe: 
     assert 'rel="next"' not in html.split('id="qualifications"')[1].split("</section>")[0]
     everything = row_ids(Client().get(PAGE, {"recipe": example_recipe.name}).content.decode())
     assert sorted(everything) == sorted(e.pk for e in made)
+
+
+def test_a_percent_sign_in_a_bad_value_is_a_400_not_a_500() -> None:
+    # Found by schemathesis: DRF formats a field error's message with "%" (it was a TypeError).
+    response = Client().get(API, {"simulated": "8%s%"})
+    assert response.status_code == 400
+    assert "8%s%" in json.dumps(response.json())
