@@ -13,6 +13,11 @@ from evidence_app.api.export_views import (
 )
 from evidence_app.api.keys import SigningKeyViewSet
 from evidence_app.api.pointers import PointerViewSet
+from evidence_app.api.qualifications import (
+    QualificationCsvExportView,
+    QualificationListView,
+    QualificationNdjsonExportView,
+)
 from evidence_app.api.views import (
     EvidenceBundleView,
     EvidenceViewSet,
@@ -59,5 +64,16 @@ urlpatterns = [
     path("export/evidence.ndjson", EvidenceNdjsonExportView.as_view(), name="export-ndjson"),
     path("export/evidence.csv", EvidenceCsvExportView.as_view(), name="export-csv"),
     path("export/audit.tar.gz", AuditPackageExportView.as_view(), name="export-audit"),
+    path("qualifications/", QualificationListView.as_view(), name="qualifications"),
+    path(
+        "export/qualifications.csv",
+        QualificationCsvExportView.as_view(),
+        name="qualifications-csv",
+    ),
+    path(
+        "export/qualifications.ndjson",
+        QualificationNdjsonExportView.as_view(),
+        name="qualifications-ndjson",
+    ),
     *router.urls,
 ]

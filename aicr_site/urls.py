@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from aicr_site import health, metrics
 from evidence_app.coverage.views import check_page
 from evidence_app.feeds import evidence_feed
+from evidence_app.qualifications.views import qualification_list
 from recipes_app import views as recipe_views
 
 # Errors in the shape each route speaks: JSON under /api/ and /v1/, a small page elsewhere.
@@ -22,6 +23,7 @@ urlpatterns = [
     path("clusters/", include("validators_app.clusters_urls")),
     path("runs/", include("validators_app.runs_urls")),
     path("check/", check_page, name="check"),
+    path("qualifications/", qualification_list, name="qualifications"),
     # /evidence/, /evidence/new/, /evidence/<id>/, /signers/<slug>/
     path("", include("evidence_app.urls")),
     # Failed sign-ins here and at /admin/login/ are throttled by django-axes (settings.py).

@@ -160,6 +160,8 @@ def main() -> None:
             f"/evidence/{newest.pk}/": "an evidence page",
             f"/evidence/compare/?a={older.pk}&b={newest.pk}": "compare two records",
             "/signers/": "signers",
+            "/qualifications/": "qualifications table",
+            "/qualifications/?sort=driver": "qualifications by driver",
             "/feeds/evidence.atom": "Atom feed",
             f"/badges/{recipe}.svg": "badge",
         }

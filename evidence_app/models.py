@@ -324,6 +324,20 @@ class Evidence(models.Model):
     validator_catalog_version = models.CharField(max_length=100, blank=True)
     validator_catalog_version_key = models.CharField(max_length=600, blank=True)
     k8s_version = models.CharField(max_length=100, blank=True)
+    identity: models.JSONField[dict[str, str | None], dict[str, str | None]] = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text=(
+            "The identity tuple the evidence ran on (coverage.identity.IDENTITIES, None where "
+            "the bundle does not record one), read from the stored bytes at ingest."
+        ),
+    )
+    gpu_model = models.CharField(
+        max_length=200, blank=True, help_text="identity['gpu_model'], a column to sort on."
+    )
+    gpu_count = models.PositiveIntegerField(
+        null=True, blank=True, help_text="identity['gpu_count'] as a number, to sort on."
+    )
     attested_at = models.DateTimeField()
     predicate: models.JSONField[Predicate, Predicate] = models.JSONField()
     check_results: models.JSONField[CheckResults, CheckResults] = models.JSONField(
@@ -371,6 +385,7 @@ class Evidence(models.Model):
             models.Index(fields=["signer", "-attested_at"]),
             models.Index(fields=["recipe_name", "aicr_version_key"]),
             models.Index(fields=["verdict", "-attested_at"]),
+            models.Index(fields=["gpu_model", "gpu_count"]),
             # The newest live run of each (recipe, signer) and the AICR versions of a recipe's
             # live runs, from the index alone (consensus.badges.recipe_badges_computed and the
             # staleness facts behind each stored badge, refreshed at every counted ingest).

@@ -80,6 +80,11 @@ class PointerListing:
     def tabs(self) -> list[tuple[str, int]]:
         return [(value, self.counts.get(value, 0)) for value in PointerState.values]
 
+    @property
+    def query(self) -> str:
+        """The chosen tab, for the page links."""
+        return urlencode({"state": self.state}) if self.state else ""
+
 
 def pointer_listing(*, state: str, page_number: Any) -> PointerListing:
     """The imported pointers, by recipe and path, optionally of one state (unknown: all)."""

@@ -19,7 +19,7 @@ from django_htmx.http import push_url
 
 from aicr_site.lib.htmx import HtmxHttpRequest, wants_partial
 from evidence_app import consensus
-from evidence_app.coverage.ledger import qualification_ledger
+from evidence_app.qualifications import qualification_listing
 from recipes_app import badges, overview, selectors
 
 
@@ -75,7 +75,9 @@ def recipe_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     context["grid"] = consensus.consensus_grid(
         recipe=page.recipe, lens=request.GET.get("lens"), signers=request.GET.get("signers")
     )
-    context["ledger"] = qualification_ledger(page.recipe)
+    context["qualifications"] = qualification_listing(
+        params={}, page_number=1, recipe=page.recipe.name
+    )
     if page.is_current_catalog:
         badge_url = request.build_absolute_uri(reverse("badge", args=[name]))
         page_url = request.build_absolute_uri(reverse("recipes:detail", args=[name]))

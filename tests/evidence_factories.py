@@ -16,6 +16,7 @@ import factory
 
 from evidence_app.consensus import stored
 from evidence_app.corroborate.allowlist import source_id
+from evidence_app.coverage.stored import gpu_count_number, identity_of_stored
 from evidence_app.models import Container, Evidence, Signer, SignerClass, SignerKind, Verdict
 from evidence_app.services.versions import version_key
 from recipes_app.models import Recipe
@@ -151,6 +152,10 @@ class EvidenceFactory(factory.django.DjangoModelFactory):
     attested_at = factory.LazyFunction(lambda: datetime.now(UTC))
     predicate = factory.LazyFunction(lambda: dict(example_statement()["predicate"]))
     certificate = factory.LazyFunction(dict)
+    # As ingest stores them: read from the bytes/predicate (coverage.stored), unless passed.
+    identity = factory.LazyAttribute(identity_of_stored)
+    gpu_model = factory.LazyAttribute(lambda o: (o.identity.get("gpu_model") or "")[:200])
+    gpu_count = factory.LazyAttribute(lambda o: gpu_count_number(o.identity.get("gpu_count")))
 
     @factory.post_generation
     def stored_consensus(self, create: bool, extracted: object, **kwargs: object) -> None:

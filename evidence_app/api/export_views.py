@@ -75,10 +75,12 @@ class _ExportView(APIView):
     def _stamp() -> str:
         return timezone.now().strftime("%Y%m%dT%H%M%SZ")
 
-    def _stream(self, body: Iterable[bytes], content_type: str, extension: str) -> HttpResponseBase:
-        """``body`` streamed as an attachment."""
+    def _stream(
+        self, body: Iterable[bytes], content_type: str, extension: str, *, what: str = "evidence"
+    ) -> HttpResponseBase:
+        """``body`` streamed as an attachment named ``<what>-<UTC time>.<extension>``."""
         response = StreamingHttpResponse(body, content_type=content_type)
-        filename = f"evidence-{self._stamp()}.{extension}"
+        filename = f"{what}-{self._stamp()}.{extension}"
         response["Content-Disposition"] = f'attachment; filename="{filename}"'
         response["X-Content-Type-Options"] = "nosniff"
         return response

@@ -26,7 +26,9 @@ class UtcIsoDateTimeField(django_filters.fields.IsoDateTimeField):
         try:
             return parsed.astimezone(UTC)
         except OverflowError:
-            raise forms.ValidationError(f"{str(value)[:50]!r} is out of range.") from None
+            raise forms.ValidationError(
+                "%(value)s is out of range.", params={"value": repr(str(value)[:50])}
+            ) from None
 
 
 class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
@@ -48,7 +50,11 @@ class StrictBooleanField(forms.NullBooleanField):
             return True
         if text in ("false", "0"):
             return False
-        raise forms.ValidationError(f"{str(value)[:50]!r} is not true or false.")
+        # The value as a param, never in the message: DRF formats the message with ``%``,
+        # so a "%" the client sent must not reach the format string (it was a 500).
+        raise forms.ValidationError(
+            "%(value)s is not true or false.", params={"value": repr(str(value)[:50])}
+        )
 
     def validate(self, value: Any) -> None:
         pass

@@ -1,1 +1,1 @@
-"""Snapshot checks ("does the evidence cover my cluster?") and the qualification ledger."""
+"""Snapshot checks ("does the evidence cover my cluster?") and the identity tuple of evidence."""

@@ -20,7 +20,7 @@ from typing import Any
 from django.core.cache import cache
 
 from evidence_app.attestation import fingerprint_of
-from evidence_app.models import Container, Evidence
+from evidence_app.models import Evidence
 from recipes_app import services as recipe_services
 from recipes_app.aicrd.errors import AicrdError
 from recipes_app.aicrd.resolve import current_catalog
@@ -45,11 +45,10 @@ from .identity import (
     LABELS,
     Comparison,
     compare,
-    identity_from_fingerprint,
     identity_of,
-    merged,
 )
 from .snapshot_input import SnapshotInputError, read_snapshot_input
+from .stored import identity_of_stored
 
 STATED_DIMENSIONS = ("service", "accelerator", "os", "intent", "platform")
 MAX_CRITERIA_VALUE = 100
@@ -224,26 +223,6 @@ def _recipe_rows(catalog: Catalog, doc: Mapping[str, Any]) -> list[Recipe]:
 # --- evidence identities ----------------------------------------------------------------------
 
 
-def _identity_from_stored(evidence: Evidence) -> dict[str, str | None]:
-    predicate = evidence.predicate
-    fingerprint = predicate.get("fingerprint")
-    aicr_version = str(predicate.get("aicrVersion") or evidence.aicr_version or "")
-    base = identity_from_fingerprint(
-        fingerprint if isinstance(fingerprint, Mapping) else {}, aicr_version=aicr_version
-    )
-    if evidence.container != Container.SUMMARY_BUNDLE:
-        return base
-    # Imported here: the verification package pulls in sigstore, needed only on a cache miss.
-    from evidence_app.verification.summary_bundle import SummaryBundleError, open_summary_bundle
-
-    try:
-        files = open_summary_bundle(bytes(evidence.content)).files
-        snapshot = read_snapshot_input(files["snapshot.yaml"]) if "snapshot.yaml" in files else {}
-    except (SummaryBundleError, SnapshotInputError, KeyError, OSError, ValueError):
-        return base
-    return merged(identity_of(snapshot, aicr_version=aicr_version), base)
-
-
 def evidence_identities(
     keys: Sequence[tuple[int, str]],
 ) -> dict[int, dict[str, str | None]]:
@@ -261,7 +240,7 @@ def evidence_identities(
         for e in Evidence.objects.filter(pk__in=missing).only(
             "pk", "sha256", "content", "container", "predicate", "aicr_version"
         ):
-            out[e.pk] = _identity_from_stored(e)
+            out[e.pk] = identity_of_stored(e)
             fresh[cache_keys[e.pk]] = out[e.pk]
         cache.set_many(fresh, _IDENTITY_CACHE_SECONDS)
         _remember(fresh)

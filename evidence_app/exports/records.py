@@ -11,7 +11,7 @@ import csv
 import dataclasses
 import io
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from itertools import batched
 from typing import Any, TypedDict
@@ -300,7 +300,7 @@ def export_records(
 # --- NDJSON ----------------------------------------------------------------------------------
 
 
-def ndjson_line(record: ExportRecord | dict[str, Any]) -> bytes:
+def ndjson_line(record: ExportRecord | Mapping[str, Any]) -> bytes:
     return (
         json.dumps(record, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode(
             "utf-8"
@@ -310,7 +310,7 @@ def ndjson_line(record: ExportRecord | dict[str, Any]) -> bytes:
 
 
 def ndjson_stream(
-    records: Iterable[ExportRecord], *, lines_per_write: int = 200
+    records: Iterable[ExportRecord] | Iterable[Mapping[str, Any]], *, lines_per_write: int = 200
 ) -> Iterator[bytes]:
     """Lines joined a few hundred at a time: one small write per batch, not per record."""
     for batch in batched(records, lines_per_write):
@@ -388,15 +388,21 @@ def _cell(value: Any) -> str:
     return csv_safe(str(value))
 
 
-def csv_stream(records: Iterable[ExportRecord], *, rows_per_write: int = 200) -> Iterator[bytes]:
+def csv_stream(
+    records: Iterable[Mapping[str, Any]],
+    *,
+    rows_per_write: int = 200,
+    columns: Sequence[str] = CSV_COLUMNS,
+) -> Iterator[bytes]:
     """A header, then one row per record (RFC 4180 quoting, CRLF), in UTF-8 with a BOM so
-    spreadsheets read non-ASCII text right."""
+    spreadsheets read non-ASCII text right. ``columns``: the evidence export's by default (the
+    qualifications export passes its own)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(CSV_COLUMNS)
+    writer.writerow(columns)
     yield ("\ufeff" + buffer.getvalue()).encode("utf-8")
     for batch in batched(records, rows_per_write):
         buffer.seek(0)
         buffer.truncate()
-        writer.writerows([_cell(record[column]) for column in CSV_COLUMNS] for record in batch)  # type: ignore[literal-required]
+        writer.writerows([_cell(record[column]) for column in columns] for record in batch)
         yield buffer.getvalue().encode("utf-8")

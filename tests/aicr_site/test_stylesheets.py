@@ -37,6 +37,7 @@ PAGES: dict[str, Callable[[ApiObjects], str]] = {
     "recipe, every signer column": lambda o: f"/recipes/{o.recipe.name}/?signers=all",
     "recipe history": lambda o: f"/recipes/{o.recipe.name}/history/",
     "evidence list": lambda o: "/evidence/",
+    "qualifications": lambda o: "/qualifications/",
     "evidence": lambda o: f"/evidence/{o.evidence.pk}/",
     "compare picker": lambda o: f"/evidence/compare/?a={o.evidence.pk}",
     "compare": lambda o: f"/evidence/compare/?a={o.evidence.pk}&b={_second_record(o).pk}",

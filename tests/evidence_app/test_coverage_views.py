@@ -1,9 +1,7 @@
-"""``/check/`` (plain form and htmx, CSRF, size cap, never stored) and the qualification ledger
-section of the recipe page."""
+"""``/check/`` (plain form and htmx, CSRF, size cap, never stored) and the recipe page's note
+when a recipe never ran on real hardware."""
 
 from __future__ import annotations
-
-from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.cache import cache
@@ -11,7 +9,6 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from evidence_app.coverage import service
-from evidence_app.coverage.ledger import qualification_ledger
 from evidence_app.models import Evidence
 from recipes_app.models import Recipe
 from tests.evidence_app.coverage_data import as_yaml, full_snapshot, publish
@@ -120,36 +117,7 @@ def test_it_stores_nothing(example_recipe: Recipe) -> None:
     assert Evidence.objects.count() == before
 
 
-# --- the qualification ledger ------------------------------------------------------------------
-
-
-def test_the_ledger_groups_evidence_by_exact_tuple_newest_first(example_recipe: Recipe) -> None:
-    now = datetime.now(UTC).replace(microsecond=0)
-    publish(example_recipe, full_snapshot(), lab="lab-a", attested_at=now - timedelta(days=2))
-    publish(example_recipe, full_snapshot(), lab="lab-b", attested_at=now - timedelta(days=1))
-    publish(example_recipe, full_snapshot(driver="570.86.15"), lab="lab-a", attested_at=now)
-    ledger = qualification_ledger(example_recipe)
-    assert len(ledger.tuples) == 2
-    newest, older = ledger.tuples
-    assert dict(newest.identity)["GPU driver"] == "570.86.15"
-    assert len(newest.rows) == 1
-    assert dict(older.identity)["GPU driver"] == "580.95.05"
-    assert older.signers == 2
-    assert older.validator_images == [
-        "ghcr.io/nvidia/aicr-validators/conformance:v0.19.0 (no digest)",
-        "ghcr.io/nvidia/aicr-validators/deployment:v0.19.0 (no digest)",
-        "ghcr.io/nvidia/aicr-validators/performance:v0.19.0 (no digest)",
-    ]
-    assert newest.state == older.state == "current"
-
-
-def test_a_stale_tuple_does_not_borrow_a_fresh_tuples_state(example_recipe: Recipe) -> None:
-    now = datetime.now(UTC).replace(microsecond=0)
-    publish(example_recipe, full_snapshot(), attested_at=now - timedelta(days=90))
-    publish(example_recipe, full_snapshot(kernel="6.8.0-1030-aws"), lab="lab-b", attested_at=now)
-    ledger = qualification_ledger(example_recipe)
-    states = {dict(t.identity)["kernel"]: t.state for t in ledger.tuples}
-    assert states == {"6.8.0-1030-aws": "current", "6.8.0-1015-aws": "stale"}
+# --- the recipe page's qualifications section (its table: test_qualifications.py)
 
 
 def test_the_recipe_page_says_when_a_recipe_never_ran_on_real_hardware(
@@ -159,13 +127,5 @@ def test_the_recipe_page_says_when_a_recipe_never_ran_on_real_hardware(
     Evidence.objects.filter(pk=evidence.pk).update(is_simulated=True)
     response = Client().get(f"/recipes/{example_recipe.name}/")
     html = response.content.decode()
-    assert 'data-ledger="never-on-hardware"' in html
+    assert 'data-qualifications="never-on-hardware"' in html
     assert "1 simulated run" in html
-
-
-def test_the_recipe_page_shows_the_ledger(example_recipe: Recipe) -> None:
-    publish(example_recipe, full_snapshot())
-    html = Client().get(f"/recipes/{example_recipe.name}/").content.decode()
-    assert 'id="ledger"' in html
-    assert 'data-ledger-state="current"' in html
-    assert "580.95.05" in html

@@ -9,6 +9,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 
 from evidence_app.consensus.stored import evidence_stored as refresh_consensus
+from evidence_app.coverage.stored import identity_columns
 from evidence_app.models import Allowlist, Evidence, Signer, UploadOutcome, Verdict
 from evidence_app.services import signers
 from evidence_app.services.ingest.result import IngestResult
@@ -120,6 +121,9 @@ def _store_once(
     if signer is None:  # first seen: created with its first class-history entry
         signer = signers.signer_upsert(decision, allowlist_row=allowlist_row)
     evidence = Evidence(signer=signer, **fields)
+    # The identity tuple as columns, in the same row: the qualifications table sorts on them.
+    for column, value in identity_columns(evidence).items():
+        setattr(evidence, column, value)
     insert_row(evidence)
     refresh_consensus(evidence)  # the recipe's stored consensus badge, in this transaction
     return _stored(evidence, created=True, fields=fields, decision=decision, upload=upload)

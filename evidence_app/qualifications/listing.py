@@ -1,0 +1,111 @@
+"""One page of the qualifications table for the HTML pages (``/qualifications/`` and the
+recipe page), with the filter choices and the links that keep the filters while sorting or
+paging. A fixed number of queries whatever the page holds."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+from django.core.paginator import Page, Paginator
+
+from evidence_app.consensus import STATES
+from evidence_app.models import Evidence, SignerClass
+
+from .filters import DEFAULT_SORT, SORTS, QualificationFilter
+from .table import QualificationRow, qualification_queryset, qualification_rows
+
+PAGE_SIZE = 25
+# The recipe page shows the newest few (it carries the consensus grid too: the page budget);
+# its "sort, filter and export" link opens the rest on /qualifications/.
+RECIPE_PAGE_SIZE = 5
+_PARAMS = ("recipe", "gpu", "service", "signer_class", "state", "simulated", "sort")
+
+
+@dataclass(frozen=True)
+class SortLink:
+    name: str
+    query: str  # the query string that sorts by this column (the other way when it is active)
+    active: str  # "ascending", "descending" or ""
+
+
+@dataclass
+class QualificationListing:
+    page: Page[Evidence]
+    rows: list[QualificationRow]
+    errors: list[str]
+    params: dict[str, str]
+    recipe_fixed: str
+    choices: dict[str, list[str]] = field(default_factory=dict)
+    simulated: int = 0  # the recipe page, when nothing counted: its verified simulated runs
+
+    @property
+    def query(self) -> str:
+        """The active filters and sort, without the page: what page links append to."""
+        return urlencode([(k, v) for k, v in self.params.items() if v])
+
+    @property
+    def sort_links(self) -> dict[str, SortLink]:
+        current = self.params.get("sort") or DEFAULT_SORT
+        out = {}
+        for name in SORTS:
+            active = ""
+            if current == name:
+                active, target = "ascending", f"-{name}"
+            elif current == f"-{name}":
+                active, target = "descending", name
+            else:
+                target = f"-{name}" if name == "date" else name
+            params = {**self.params, "sort": target}
+            out[name] = SortLink(name, urlencode([(k, v) for k, v in params.items() if v]), active)
+        return out
+
+
+def _choices() -> dict[str, list[str]]:
+    """The values the select boxes offer: what the rows hold (one query)."""
+    base = qualification_queryset()
+    triples = set(
+        base.order_by().values_list("recipe_name", "gpu_model", "recipe__service").distinct()
+    )
+    return {
+        "recipe": sorted({r for r, _g, _s in triples}),
+        "gpu": sorted({g for _r, g, _s in triples if g}),
+        "service": sorted({s for _r, _g, s in triples if s}),
+        "signer_class": list(SignerClass.values),
+        "state": list(STATES),
+    }
+
+
+def qualification_listing(
+    *, params: Mapping[str, Any], page_number: Any, recipe: str = ""
+) -> QualificationListing:
+    """The rows ``params`` ask for; ``recipe`` fixes the recipe (the recipe page's table, which
+    has no filter form: no choices, and the count of its simulated runs instead)."""
+    data = {name: str(params.get(name) or "").strip() for name in _PARAMS}
+    if recipe:
+        data["recipe"] = recipe
+    filterset = QualificationFilter(data=data, queryset=qualification_queryset())
+    errors = [
+        f"{name}: {message}"
+        for name, messages in filterset.form.errors.items()
+        for message in messages
+    ]
+    results = Evidence.objects.none() if errors else filterset.qs
+    page = Paginator(results, RECIPE_PAGE_SIZE if recipe else PAGE_SIZE).get_page(page_number)
+    items = list(page.object_list)
+    page.object_list = items
+    return QualificationListing(
+        page=page,
+        rows=qualification_rows(items),
+        errors=errors,
+        params=data,
+        recipe_fixed=recipe,
+        choices={} if recipe else _choices(),
+        simulated=_simulated_runs(recipe) if recipe and not page.paginator.count else 0,
+    )
+
+
+def _simulated_runs(recipe: str) -> int:
+    return qualification_queryset().filter(recipe_name=recipe, is_simulated=True).count()
