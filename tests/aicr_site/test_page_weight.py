@@ -49,8 +49,14 @@ def test_a_page_with_its_assets_stays_under_100_kb(
 
     total = len(html) + sum(assets.values())
     assert total < BUDGET, (page, who, len(html), assets)
-    # At 10,000 records (bench/pages.py) the recipe page carries ~72 KB of HTML and the history
-    # page up to ~79 KB, neither loading htmx; the recipe list ~24 KB (20 rows) with htmx. What
-    # a page loads must leave its HTML that room (the history page loads 20 KB).
-    room = 72_000 if HTMX in assets else 24_000
-    assert sum(assets.values()) < room, (page, who, assets)
+    # At 10,000 records (bench/pages.py on PostgreSQL) the recipe page carries 73.7 KB of HTML
+    # (measured with both colour schemes' tokens and the qualifications table: 99.3 KB with its
+    # assets) and the history page up to ~79 KB, neither loading htmx; the recipe list ~24 KB
+    # (20 rows) with htmx. What a page loads must leave its HTML that room (the history page
+    # loads 22 KB, the recipe page 26 KB). The run page's HTML does not grow with the records
+    # (it is one run: ~6 KB here for a short one) and it loads htmx to poll: 73 KB of room.
+    if HTMX in assets:
+        room = 73_000 if page == "run" else 72_000
+    else:
+        room = 26_500 if page.startswith("recipe") else 24_000
+    assert sum(assets.values()) < room, (page, who, len(html), assets)
