@@ -42,8 +42,11 @@ def test_own_stylesheets_are_served_minified_with_every_rule_kept(collected: Pat
     for name in sheets:
         source = (SOURCE / name).read_text()
         served = (collected / name).read_text()
-        assert len(served) < 0.8 * len(source), name
+        # Whitespace and comments gone; a sheet of long selectors (api-docs.css, Swagger's
+        # class chains) keeps ~83 % of its bytes, the others 55-75 %.
+        assert len(served) < 0.9 * len(source), name
         assert "/*" not in served, name
+        assert "\n" not in served.strip(), name
         kept = [r.replace(";}", "}") for r in _rules(source) if r]
         assert [r for r in _rules(served) if r] == kept, name
 

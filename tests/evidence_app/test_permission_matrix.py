@@ -25,7 +25,10 @@ from evidence_app.services.tokens import token_create, user_with_role
 from recipes_app.models import Catalog, Recipe
 from tests.evidence_factories import EvidenceFactory
 from tests.oci_registry import free_port
-from tests.validators_app.conftest import cluster_keys  # noqa: F401 (autouse fixture)
+from tests.validators_app.conftest import (  # noqa: F401 (autouse fixtures)
+    _no_cluster_test_throttle,
+    cluster_keys,
+)
 from tests.validators_app.kubeconfigs import kubeconfig
 from validators_app.models import RunStatus, ValidationRun
 from validators_app.services.clusters import cluster_register
@@ -64,6 +67,10 @@ MATRIX: list[tuple[str, str, str, dict[str, Any] | None, tuple[int, ...]]] = [
     ("api:export-ndjson", "get", "/api/v1/export/evidence.ndjson", None, EXPORT),
     ("api:export-csv", "get", "/api/v1/export/evidence.csv", None, EXPORT),
     ("api:export-audit", "get", "/api/v1/export/audit.tar.gz", None, EXPORT),
+    # The qualifications table is public like its page (evidence is public to read).
+    ("api:qualifications", "get", "/api/v1/qualifications/", None, ALL_200),
+    ("api:qualifications-csv", "get", "/api/v1/export/qualifications.csv", None, ALL_200),
+    ("api:qualifications-ndjson", "get", "/api/v1/export/qualifications.ndjson", None, ALL_200),
     ("aicr-dashboard:listing", "get", "/aicr/data/", None, ALL_200),
     ("aicr-dashboard:index", "get", "/aicr/data/index.json", None, ALL_200),
     ("aicr-dashboard:labels", "get", "/aicr/data/labels.json", None, ALL_200),
