@@ -65,10 +65,11 @@ format: $(VENV)/.synced
 migrations-check: $(VENV)/.synced
 	DEBUG=1 $(MANAGE) makemigrations --check --dry-run
 
-# No OIDC token exists here, so the check states that run evidence stays key-signed (local);
+# The key: 64 random hex digits (five $RANDOMs were 33-53 characters, under Django's 50 at
+# times). No OIDC token exists here, so the check states that run evidence stays key-signed (local);
 # a production site sets SITE_SIGSTORE_IDENTITY_TOKEN(_FILE) instead (validators_app.checks).
 check-deploy: $(VENV)/.synced
-	DEBUG=0 SECRET_KEY=check-deploy-$$RANDOM$$RANDOM$$RANDOM$$RANDOM$$RANDOM-not-a-real-key \
+	DEBUG=0 SECRET_KEY=check-deploy-not-a-real-key-$$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n') \
 	  ALLOWED_HOSTS=dashboard.example RUN_EVIDENCE_KEY_SIGNED_ACCEPTED=1 \
 	  $(MANAGE) check --deploy --fail-level WARNING
 

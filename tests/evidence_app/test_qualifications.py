@@ -19,6 +19,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from evidence_app.models import Evidence, SignerClass
+from evidence_app.qualifications.listing import RECIPE_PAGE_SIZE
 from recipes_app.models import Recipe
 from tests.evidence_app.coverage_data import full_snapshot, publish
 from tests.evidence_factories import EvidenceFactory, SignerFactory, example_statement
@@ -273,10 +274,10 @@ def test_measured_numbers_show_with_their_units_or_why_there_are_none(
     assert items[measured.pk]["measures"] == ["nccl-all-reduce-bw busbw=412.5 GB/s"]
 
 
-def test_the_recipe_page_shows_the_newest_five_and_links_to_all(example_recipe: Recipe) -> None:
+def test_the_recipe_page_shows_the_newest_three_and_links_to_all(example_recipe: Recipe) -> None:
     made = EvidenceFactory.create_batch(7, recipe=example_recipe)
     html = Client().get(f"/recipes/{example_recipe.name}/").content.decode()
-    assert len(row_ids(html)) == 5
+    assert len(row_ids(html)) == RECIPE_PAGE_SIZE == 3
     assert f"All 7 qualifications of {example_recipe.name}" in html
     assert 'rel="next"' not in html.split('id="qualifications"')[1].split("</section>")[0]
     everything = row_ids(Client().get(PAGE, {"recipe": example_recipe.name}).content.decode())
