@@ -331,13 +331,7 @@ def render_job(
     nodeSelector, as in AICR."""
     scheduling = scheduling or Scheduling()
     name = job_name(run_id, entry.name)
-    image = resolve_image(
-        entry.image,
-        aicr_version=images.version,
-        aicr_commit=images.commit,
-        image_registry=images.registry,
-        image_tag=images.tag,
-    )
+    image = images.resolve(entry.image)  # the same rule the mutable-image refusal reads
     cpu, memory = "1", "1Gi"
     if entry.resources and entry.resources.get("cpu") and entry.resources.get("memory"):
         cpu, memory = str(entry.resources["cpu"]), str(entry.resources["memory"])
