@@ -198,7 +198,7 @@ def main() -> None:
 
     base_url, _, db_name = BENCH_DB.rpartition("/")
     with psycopg.connect(f"{base_url}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{db_name}"')
+        conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{db_name}"')
     work = Path(tempfile.mkdtemp(prefix="aicr-bench-pointers-"))
     try:

@@ -110,7 +110,7 @@ def bench_pages(requests: int = 200, recipes_total: int = 1000) -> None:
 
     base_url, _, db_name = BENCH_DB.rpartition("/")
     with psycopg.connect(f"{base_url}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{db_name}"')
+        conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{db_name}"')
     try:
         _bench_pages(requests, recipes_total)
@@ -119,7 +119,7 @@ def bench_pages(requests: int = 200, recipes_total: int = 1000) -> None:
 
         connections.close_all()
         with psycopg.connect(f"{base_url}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{db_name}"')
+            conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
 
 
 def _bench_pages(requests: int, recipes_total: int) -> None:

@@ -250,7 +250,7 @@ def main() -> None:
 
     base_url, _, db_name = BENCH_DB.rpartition("/")
     with psycopg.connect(f"{base_url}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{db_name}"')
+        conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{db_name}"')
     try:
         import django
@@ -270,7 +270,7 @@ def main() -> None:
 
         connections.close_all()
         with psycopg.connect(f"{base_url}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{db_name}"')
+            conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
 
 
 if __name__ == "__main__":

@@ -82,7 +82,7 @@ def main() -> None:
 
     base_url, _, db_name = BENCH_DB.rpartition("/")
     with psycopg.connect(f"{base_url}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{db_name}"')
+        conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{db_name}"')
     workers: list[subprocess.Popen[bytes]] = []
     logs = Path(tempfile.mkdtemp(prefix="bench-runs-"))
@@ -108,7 +108,7 @@ def main() -> None:
 
         connections.close_all()
         with psycopg.connect(f"{base_url}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{db_name}"')
+            conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
 
 
 def setup() -> None:

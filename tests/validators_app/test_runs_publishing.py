@@ -6,9 +6,7 @@ connection on PostgreSQL, the same one on SQLite): what a client would see mid-p
 
 from __future__ import annotations
 
-import sys
 from datetime import timedelta
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,7 +19,7 @@ from evidence_app.services.tokens import user_with_role
 from tests.validators_app.runs_support import passed_outcome
 from tests.validators_app.test_runs_services import _queued
 from validators_app.models import RunStatus, ValidationRun
-from validators_app.services import runs
+from validators_app.services import evidence, runs
 
 pytestmark = pytest.mark.django_db
 
@@ -33,9 +31,9 @@ def _fast_settings(settings: Any) -> None:
 
 
 def _publisher(monkeypatch: Any, publish: Any) -> None:
-    monkeypatch.setitem(
-        sys.modules, "validators_app.services.evidence", SimpleNamespace(publish_run=publish)
-    )
+    # The attribute, not the module: a stand-in module in sys.modules broke the URLconf's own
+    # imports of it when this file ran alone (its first request loads the URLconf).
+    monkeypatch.setattr(evidence, "publish_run", publish)
 
 
 def test_while_publishing_the_run_is_publishing_everywhere_then_passed_with_its_outcome(
