@@ -50,24 +50,31 @@ WORKER_HOSTS = ("worker1", "worker2")
 DB_PASSWORD = "pw-" + uuid.uuid4().hex
 STALE_SECONDS = 4
 
-BUNDLES = """
+# One Django start for the test's fixtures: API tokens (as `manage.py create_token` makes them)
+# and distinct signed demo bundles, made with the site's own code and demo keys.
+FIXTURES = """
 import base64, json
 from datetime import timedelta
 from django.utils import timezone
 from evidence_app.services import demo
 from evidence_app.services.staleness import validator_catalog_version
+from evidence_app.services.tokens import token_create, user_with_role
 from recipes_app.models import Catalog
+tokens = {}
+for role in ("contributor", "maintainer"):
+    user = user_with_role(username=f"multihost-{role}", role=role)
+    tokens[role] = token_create(user=user, role=role)[1]
 catalog = Catalog.objects.current()
 recipes = demo.demo_recipes(catalog)
 version = validator_catalog_version(catalog)
 now = timezone.now().replace(second=0, microsecond=0)
-print(json.dumps([
+print(json.dumps({"tokens": tokens, "bundles": [
     base64.b64encode(demo.demo_evidence_directory(
         recipes[i % len(recipes)], demo.LABS[i % 2], demo.RUNS[0],
         attested_at=now - timedelta(hours=1, minutes=i), validator_version=version,
     )).decode()
     for i in range(N)
-]))
+]}))
 """
 
 
@@ -98,8 +105,9 @@ def multipart(filename: str, content: bytes) -> tuple[bytes, str]:
 
 
 class Deployment:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, bundles: int = 41) -> None:
         self.tmp = tmp
+        self.bundle_count = bundles
         tmp.chmod(0o755)  # PostgreSQL runs as its own user and reads its files here
         (tmp / "logs").mkdir()
         self.net = Network(tmp / "logs")
@@ -440,16 +448,15 @@ class Deployment:
         self.manage("migrate", "--no-input", "-v", "0")
         self.manage("import_catalog")
         self.manage("seed_demo", debug=True)
-        for role in ("contributor", "maintainer"):
-            out = self.manage("create_token", f"multihost-{role}", "--role", role)
-            self.tokens[role] = out.strip().splitlines()[-1].strip()
+        out = self.manage(
+            "shell", "-c", FIXTURES.replace("range(N)", f"range({self.bundle_count})")
+        )
+        made = json.loads(out.strip().splitlines()[-1])
+        self.tokens = made["tokens"]
+        self.bundles = [base64.b64decode(b) for b in made["bundles"]]
         _, err = static.communicate(timeout=300)
         assert static.returncode == 0, err.decode()[-2000:]
         wait_until(self.ready, "/ready through nginx", 120, self.logs)
-
-    def make_bundles(self, count: int) -> None:
-        out = self.manage("shell", "-c", BUNDLES.replace("range(N)", f"range({count})"))
-        self.bundles = [base64.b64decode(b) for b in json.loads(out.strip().splitlines()[-1])]
 
     def close(self) -> None:
         self.net.close()

@@ -55,7 +55,7 @@ def _evidence_count(deployment: Any) -> int:
 
 
 def test_an_upload_and_exports_agree_on_both_web_hosts(deployment: Any) -> None:
-    deployment.make_bundles(BUNDLES)
+    assert len(deployment.bundles) >= BUNDLES
     first = deployment.upload(0)
     assert first.status == 201, first.body[:500]
     again = deployment.upload(0)
@@ -171,7 +171,10 @@ def test_a_worker_host_killed_mid_run_resumes_on_the_other_and_publishes_once(
         assert (status, attempts) == ("passed", 2)  # taken over once, by the other host
         assert evidence is not None
         published = _evidence_count(deployment) - before
-        figures["worker killed: runs lost, published twice"] = (0 if status else 1, published - 1)
+        figures["worker killed: runs lost, published twice"] = (
+            int(status != "passed"),
+            max(0, published - 1),
+        )
         assert published == 1
         survivor = next(n for n in WORKER_HOSTS if n != holder)
         assert RUN_RECEIVED in deployment.host(survivor).log_text("worker")
@@ -300,7 +303,7 @@ def test_a_run_queued_while_redis_restarts_is_run_once(deployment: Any) -> None:
         status, attempts, evidence = _wait_final(deployment, run)
         assert (status, attempts) == ("passed", 1)
         assert evidence is not None
-        figures["Redis restart: runs lost, run twice"] = (0, attempts - 1)
+        figures["Redis restart: runs lost, run twice"] = (int(status != "passed"), attempts - 1)
         assert _evidence_count(deployment) == before + 1
     finally:
         for name in WORKER_HOSTS:
