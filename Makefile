@@ -71,6 +71,8 @@ migrations-check: $(VENV)/.synced
 check-deploy: $(VENV)/.synced
 	DEBUG=0 SECRET_KEY=check-deploy-not-a-real-key-$$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n') \
 	  ALLOWED_HOSTS=dashboard.example RUN_EVIDENCE_KEY_SIGNED_ACCEPTED=1 \
+	  CLUSTER_KUBECONFIG_KEY="$$(DEBUG=0 SECRET_KEY=x ALLOWED_HOSTS=x $(MANAGE) ensure_local_keys --print)" \
+	  SITE_SIGNING_KEY="$$(DEBUG=0 SECRET_KEY=x ALLOWED_HOSTS=x $(MANAGE) ensure_site_key --print)" \
 	  $(MANAGE) check --deploy --fail-level WARNING
 
 bench: $(VENV)/.synced

@@ -157,12 +157,13 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Any:
 
 
 def database_busy_response(request: HttpRequest) -> HttpResponse:
-    """The database could not take the request now (locked, or no free connection)."""
+    """The database could not take the request now (locked, no free connection, or down)."""
     return error_response(
         request,
         status=503,
         message=(
-            "The database is busy and could not take this request; nothing was changed. "
+            "The database is busy or unreachable and could not take this request; nothing was "
+            "changed. "
             f"Try again in {settings.DB_RETRY_AFTER_SECONDS} s."
         ),
         headers={"Retry-After": str(settings.DB_RETRY_AFTER_SECONDS)},

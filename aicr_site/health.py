@@ -1,6 +1,7 @@
 """Operations endpoints, like aicrd's: ``/health`` (the process answers; touches nothing) and
 ``/ready`` (the database, the Celery broker and the cache answer now). ``/ready`` is 503 when
-any of them does not, naming which and why, so a load balancer stops sending traffic."""
+any of them does not, naming which (``missing``) and why, with ``Retry-After``, so a load
+balancer stops sending traffic until they answer; nothing needs restarting when they do."""
 
 from __future__ import annotations
 
@@ -66,7 +67,9 @@ def ready(request: HttpRequest) -> JsonResponse:
         except Exception as exc:  # any failure at all means "not ready"; it is named below
             results[name] = {"ok": False, "detail": f"{type(exc).__name__}: {str(exc)[:300]}"}
         results[name]["ms"] = round((time.perf_counter() - started) * 1000, 1)
-    ok = all(result["ok"] for result in results.values())
-    return JsonResponse(
-        {"status": "ready" if ok else "not-ready", "checks": results}, status=200 if ok else 503
-    )
+    missing = [name for name, result in results.items() if not result["ok"]]
+    body = {"status": "not-ready" if missing else "ready", "missing": missing, "checks": results}
+    response = JsonResponse(body, status=503 if missing else 200)
+    if missing:
+        response["Retry-After"] = str(settings.DB_RETRY_AFTER_SECONDS)
+    return response

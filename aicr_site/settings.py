@@ -15,17 +15,25 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from aicr_site.lib.env import env_bool, env_list, env_required
+from aicr_site.lib.env import env_bool, env_list, env_required, env_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("DEBUG", default=False)
 
+# Every secret is read through env_secret: NAME, or NAME_FILE naming a file that holds it (compose
+# and Kubernetes secrets). Which ones production needs, and the start-up refusal without them:
+# aicr_site/secrets.py; what each protects: docs/deployment.md.
 if DEBUG:
-    SECRET_KEY = os.environ.get("SECRET_KEY") or "dev-only-insecure-key-never-used-in-production"
+    SECRET_KEY = env_secret("SECRET_KEY") or "dev-only-insecure-key-never-used-in-production"
     ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 else:
-    SECRET_KEY = env_required("SECRET_KEY")
+    SECRET_KEY = env_secret("SECRET_KEY")
+    if not SECRET_KEY:
+        raise ImproperlyConfigured(
+            "SECRET_KEY must be set when DEBUG is off (production mode): the value, or "
+            "SECRET_KEY_FILE naming a file that holds it"
+        )
     ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [])
     if not ALLOWED_HOSTS:
         env_required("ALLOWED_HOSTS")
@@ -101,6 +109,9 @@ DATABASES = {
         conn_max_age=int(os.environ.get("DB_CONN_MAX_AGE", "60")),
     )
 }
+# The database password apart from DATABASE_URL (a compose secret file): it replaces the URL's.
+if _database_password := env_secret("DATABASE_PASSWORD"):
+    DATABASES["default"]["PASSWORD"] = _database_password
 # Concurrency options for SQLite and PostgreSQL: see "Hardening" below.
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -134,7 +145,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Collected into the image (Dockerfile); the multi-host test collects into a folder of its own.
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT") or BASE_DIR / "staticfiles")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -460,7 +472,9 @@ CELERY_BEAT_SCHEDULE = {
 # Unset in development: a local key is generated into the git-ignored file below.
 from cryptography.fernet import Fernet  # noqa: E402
 
-CLUSTER_KUBECONFIG_KEYS = env_list("CLUSTER_KUBECONFIG_KEY", [])
+# In a file (CLUSTER_KUBECONFIG_KEY_FILE) the keys may be one a line as well.
+CLUSTER_KUBECONFIG_KEYS = env_secret("CLUSTER_KUBECONFIG_KEY").replace("\n", ",").split(",")
+CLUSTER_KUBECONFIG_KEYS = [key.strip() for key in CLUSTER_KUBECONFIG_KEYS if key.strip()]
 for _key in CLUSTER_KUBECONFIG_KEYS:
     try:
         Fernet(_key.encode("ascii"))
@@ -498,7 +512,7 @@ CLUSTER_ANSWER_DEADLINE_SECONDS = float(os.environ.get("CLUSTER_ANSWER_DEADLINE_
 # Run evidence (EVIDENCE): the site's ECDSA P-256 private key (PEM) that signs the evidence of
 # finished runs; registered as a SigningKey on first use. Unset in development: a local key is
 # generated into the git-ignored file below by `manage.py ensure_site_key`.
-SITE_SIGNING_KEY = os.environ.get("SITE_SIGNING_KEY", "")
+SITE_SIGNING_KEY = env_secret("SITE_SIGNING_KEY")
 SITE_SIGNING_LOCAL_KEY_FILE = (
     BASE_DIR / ".local" / "site-signing-key.pem" if DEBUG and not SITE_SIGNING_KEY else None
 )

@@ -8,10 +8,15 @@ redelivered, and the beat reaper re-enqueues runs whose heartbeat stopped anyway
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 from django.conf import settings
 
+from aicr_site.lib.locks import held_alone
 from validators_app.services import runs
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(
@@ -35,7 +40,16 @@ def run_publish(run_id: int) -> str | None:
     return run.status if run is not None else None
 
 
+REAPER_LOCK = "validators_app.runs_reap"
+
+
 @shared_task(name="validators_app.tasks.runs_reap", acks_late=True)
-def runs_reap() -> int:
-    """Beat, every VALIDATION_REAP_INTERVAL_SECONDS: re-enqueue runs whose worker died."""
-    return len(runs.runs_reap())
+def runs_reap() -> int | None:
+    """Beat, every VALIDATION_REAP_INTERVAL_SECONDS: re-enqueue runs whose worker died. One
+    pass at a time across the site (two beats by mistake, or a slow pass overtaken by the
+    next tick): a pass that finds the lock held skips, returning None."""
+    with held_alone(REAPER_LOCK) as held:
+        if not held:
+            logger.info("runs reaper: another pass holds the lock; skipping this one")
+            return None
+        return len(runs.runs_reap())

@@ -52,3 +52,24 @@ def read_secret_file(path: str, *, setting: str, max_chars: int) -> str:
     if not text or len(text) > max_chars:
         raise SecretFileError(f"{setting} holds no usable value")
     return text
+
+
+# The largest secret read from a file at start-up (a PEM key, a list of Fernet keys, a password).
+MAX_SECRET_FILE_CHARS = 64 * 1024
+
+
+def env_secret(name: str) -> str:
+    """A secret setting, from ``NAME`` or from the file ``NAME_FILE`` names (compose and
+    Kubernetes mount secrets as files; an environment value is visible to anything that can
+    read the process's environment). Both set is refused, as is a ``_FILE`` that cannot be
+    read or holds nothing: the operator meant a value to be there. "" when neither is set."""
+    value = os.environ.get(name, "").strip()
+    path = os.environ.get(f"{name}_FILE", "").strip()
+    if value and path:
+        raise ImproperlyConfigured(f"set {name} or {name}_FILE, not both")
+    if not path:
+        return value
+    try:
+        return read_secret_file(path, setting=f"{name}_FILE", max_chars=MAX_SECRET_FILE_CHARS)
+    except SecretFileError as exc:
+        raise ImproperlyConfigured(str(exc)) from None

@@ -68,9 +68,13 @@ class SimulatorBug(AssertionError):
 class SimulatedCluster:
     """One simulated cluster: an HTTP server on 127.0.0.1 (random port) in its own thread."""
 
-    def __init__(self, scenario: Scenario | str, *, tls: bool = False) -> None:
+    def __init__(
+        self, scenario: Scenario | str, *, tls: bool = False, host: str = "127.0.0.1"
+    ) -> None:
         """``tls``: serve https with a throwaway CA (in the kubeconfig); kubectl needs it, since
-        client-go sends bearer tokens only over TLS."""
+        client-go sends bearer tokens only over TLS. ``host``: another loopback address to
+        listen on (the multi-host test's simulator host, tests/deploy/)."""
+        self.host = host
         self.scenario = SCENARIOS[scenario] if isinstance(scenario, str) else scenario
         self.certificate = issue_server_certificate() if tls else None
         self.store = ObjectStore(watch_history=self.scenario.watch_history)
@@ -92,13 +96,13 @@ class SimulatedCluster:
             self.url = f"{self._scheme}://127.0.0.1:{port}"
             return self
         self.control.start()
-        self._server = make_http_server(self._api)
+        self._server = make_http_server(self._api, host=self.host)
         if self.certificate is not None:
             # Handshake lazily in the handler thread, not in the accept loop.
             self._server.socket = self.certificate.server_context().wrap_socket(
                 self._server.socket, server_side=True, do_handshake_on_connect=False
             )
-        self.url = f"{self._scheme}://127.0.0.1:{self._server.server_address[1]}"
+        self.url = f"{self._scheme}://{self.host}:{self._server.server_address[1]}"
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.05},

@@ -121,9 +121,9 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-def make_http_server(api: ApiServer) -> ThreadingHTTPServer:
+def make_http_server(api: ApiServer, host: str = "127.0.0.1") -> ThreadingHTTPServer:
     handler = type("SimHandler", (_Handler,), {"api": api})
-    server = _Server(("127.0.0.1", 0), handler)
+    server = _Server((host, 0), handler)
     server.daemon_threads = True
     return server
 

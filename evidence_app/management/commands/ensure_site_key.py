@@ -12,6 +12,8 @@ from evidence_app.services.site_key import ensure_local_site_key, generate_pem
 
 
 class Command(BaseCommand):
+    # It makes the secret a production site refuses to start without (aicr_site.E010).
+    requires_system_checks: list[str] = []
     help = (
         "Generate the local ECDSA P-256 key that signs validation-run evidence in development "
         "(DEBUG and no SITE_SIGNING_KEY); --print shows a fresh PEM key for production."

@@ -13,6 +13,8 @@ from validators_app.crypto import ensure_local_key
 
 
 class Command(BaseCommand):
+    # It makes the secret a production site refuses to start without (aicr_site.E010).
+    requires_system_checks: list[str] = []
     help = (
         "Generate the local Fernet key that encrypts cluster kubeconfigs in development "
         "(DEBUG and no CLUSTER_KUBECONFIG_KEY); --print shows a fresh key for production."
