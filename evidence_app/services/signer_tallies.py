@@ -1,0 +1,112 @@
+"""``SignerTally``: per signer and AICR version key, its records, live records and newest
+upload (issue 22: ``/signers/`` and the home page grouped every evidence row per request).
+
+Kept by database triggers on ``evidence_app_evidence`` (migration 0012, PostgreSQL and
+SQLite), in the statement that changes a row: ingest's insert, a withdrawal's update, and
+every other write path alike (the admin, a migration, a test factory, the bench's SQL), at no
+extra statement per upload. Each trigger adds to or takes from the row with an upsert, so two
+ingests of one signer at once both count (the second waits on the first's row lock, then adds
+to its committed value). ``tallies_recount`` is the same figures counted from the evidence
+rows themselves (what the table must equal; tested), and ``tallies_rebuild`` replaces the
+table with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Count, Max, Q, QuerySet, Sum
+
+from evidence_app.models import Evidence, Signer, SignerTally, Verdict, supported_range_q
+
+# A live record: what can ever count (the signer's counting and the range are read later).
+LIVE = Q(verdict=Verdict.VERIFIED, withdrawn_at__isnull=True, is_simulated=False)
+
+
+def tallies_recount(signer_ids: Iterable[int] | None = None) -> dict[tuple[int, str], Any]:
+    """``{(signer id, version key): (records, live, newest upload)}`` counted from the
+    evidence rows (what the table must equal)."""
+    rows = Evidence.objects.order_by()
+    if signer_ids is not None:
+        rows = rows.filter(signer_id__in=sorted(set(signer_ids)))
+    return {
+        (r["signer_id"], r["aicr_version_key"]): (r["records"], r["live"], r["last"])
+        for r in rows.values("signer_id", "aicr_version_key").annotate(
+            records=Count("pk"), live=Count("pk", filter=LIVE), last=Max("uploaded_at")
+        )
+    }
+
+
+def tallies_stored(signer_ids: Iterable[int] | None = None) -> dict[tuple[int, str], Any]:
+    """The table in ``tallies_recount``'s shape (rows with no records left out)."""
+    rows = SignerTally.objects.filter(records__gt=0)
+    if signer_ids is not None:
+        rows = rows.filter(signer_id__in=sorted(set(signer_ids)))
+    return {
+        (r.signer_id, r.aicr_version_key): (r.records, r.live, r.last_uploaded_at) for r in rows
+    }
+
+
+@transaction.atomic
+def tallies_rebuild() -> int:
+    """Replace the whole table by a recount (one INSERT … SELECT); returns the rows."""
+    table = connection.ops.quote_name(SignerTally._meta.db_table)
+    evidence = connection.ops.quote_name(Evidence._meta.db_table)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:  # nobody adds while the table is rebuilt
+            cursor.execute(f"LOCK TABLE {table} IN EXCLUSIVE MODE")
+    SignerTally.objects.all().delete()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (signer_id, aicr_version_key, records, live, "  # noqa: S608
+            "last_uploaded_at) SELECT signer_id, aicr_version_key, COUNT(*), "
+            "SUM(CASE WHEN verdict = %s AND withdrawn_at IS NULL AND NOT is_simulated "
+            f"THEN 1 ELSE 0 END), MAX(uploaded_at) FROM {evidence} "
+            "GROUP BY signer_id, aicr_version_key",
+            [Verdict.VERIFIED],
+        )
+        return int(cursor.rowcount)
+
+
+# --- reads ------------------------------------------------------------------------------------
+
+
+def counted_tallies(prefix: str = "") -> Q:
+    """The tallies (``prefix`` reaching them) whose live records consensus counts: the signer
+    counts and the version key is in the supported range (``counted_q`` for a tally)."""
+    return Q(**{f"{prefix}signer__counted": True}) & supported_range_q(f"{prefix}aicr_version_key")
+
+
+def signers_annotated() -> QuerySet[Signer]:
+    """Signers with ``records``, ``counted_records`` and ``last_seen`` from their tallies."""
+    return Signer.objects.annotate(
+        records=Sum("tallies__records", default=0),
+        counted_records=Sum(
+            "tallies__live",
+            filter=Q(counted=True) & supported_range_q("tallies__aicr_version_key"),
+            default=0,
+        ),
+        last_seen=Max("tallies__last_uploaded_at"),
+    )
+
+
+def totals() -> tuple[int, int]:
+    """(every evidence record, signers with a record consensus counts)."""
+    rows = SignerTally.objects.aggregate(records=Sum("records", default=0))
+    counted = (
+        SignerTally.objects.filter(counted_tallies(), live__gt=0)
+        .order_by()
+        .values("signer_id")
+        .distinct()
+        .count()
+    )
+    return int(rows["records"]), counted
+
+
+def records_of(signer_id: int | None = None) -> int:
+    rows = SignerTally.objects.all()
+    if signer_id is not None:
+        rows = rows.filter(signer_id=signer_id)
+    return int(rows.aggregate(n=Sum("records", default=0))["n"])
