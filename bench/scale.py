@@ -245,7 +245,7 @@ FROM (
            (g / 7) %% 4 AS vslot,
            now() - interval '3 days' - ((g * 37) %% (90 * 1440)) * interval '1 minute' AS att,
            now() - interval '2 days' - (%(top)s - g) * interval '1 second' * %(spread)s AS up
-    FROM generate_series(%(lo)s, %(hi)s) AS g
+    FROM generate_series(%(lo)s::bigint, %(hi)s::bigint) AS g
 ) AS x
 JOIN bench_tpl AS t ON t.slot = x.slot
 JOIN bench_versions AS v ON v.slot = x.vslot

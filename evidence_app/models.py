@@ -451,6 +451,21 @@ class SignerTally(models.Model):
         return f"{self.signer_id} @ {self.aicr_version_key or '-'}: {self.records}"
 
 
+class SignerActivity(models.Model):
+    """Per signer: its evidence records and newest upload, kept by the same triggers as
+    ``SignerTally`` (one row per signer, so ``/signers/`` orders every signer by its newest
+    upload from this row instead of grouping its tallies)."""
+
+    signer = models.OneToOneField(
+        Signer, on_delete=models.CASCADE, primary_key=True, related_name="activity"
+    )
+    records = models.PositiveIntegerField(default=0)
+    last_uploaded_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.signer_id}: {self.records}"
+
+
 class UploadState(models.TextChoices):
     PENDING = "pending", "Waiting for a worker"
     RUNNING = "running", "Being pulled and verified"
@@ -580,3 +595,38 @@ class EvidencePointer(models.Model):
 
     def __str__(self) -> str:
         return f"pointer {self.path} ({self.state})"
+
+
+class PublicationBuild(models.Model):
+    """The last built AICR publication (``/aicr/data/``) of one ``include`` choice, made by a
+    Celery task (``exports.artefact``), never by a request. ``version`` is
+    ``exports.publication.evidence_version`` when the build read the evidence: a request that
+    finds another value serves this build, says a rebuild is pending, and asks for one."""
+
+    include = models.CharField(max_length=100, unique=True, blank=True)
+    version = models.CharField(max_length=400)
+    built_at = models.DateTimeField()
+    build_seconds = models.FloatField(default=0)
+    runs = models.PositiveIntegerField(default=0)
+    left_out: models.JSONField[dict[str, int], dict[str, int]] = models.JSONField(default=dict)
+
+    def __str__(self) -> str:
+        return f"publication [{self.include or '-'}] at {self.built_at:%Y-%m-%d %H:%M:%S}"
+
+
+class PublicationDocument(models.Model):
+    """One file of a ``PublicationBuild``: ``index.json``, ``labels.json`` or
+    ``series/<recipe>.json``, with the sha256 its ETag is."""
+
+    build = models.ForeignKey(PublicationBuild, on_delete=models.CASCADE, related_name="documents")
+    name = models.CharField(max_length=300)
+    body = models.BinaryField()
+    sha256 = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["build", "name"], name="publication_document_name"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name

@@ -1,7 +1,9 @@
 """``SignerTally``: per signer and AICR version key, its records, live records and newest
 upload (issue 22: ``/signers/`` and the home page grouped every evidence row per request).
 
-Kept by database triggers on ``evidence_app_evidence`` (migration 0012, PostgreSQL and
+``SignerActivity`` is the same per signer (records, newest upload), one row each, so the
+signers index orders every signer without a group. Both are kept by database triggers on
+``evidence_app_evidence`` (migration 0012, PostgreSQL and
 SQLite), in the statement that changes a row: ingest's insert, a withdrawal's update, and
 every other write path alike (the admin, a migration, a test factory, the bench's SQL), at no
 extra statement per upload. Each trigger adds to or takes from the row with an upsert, so two
@@ -17,9 +19,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, Max, Q, QuerySet, Sum
+from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
 
-from evidence_app.models import Evidence, Signer, SignerTally, Verdict, supported_range_q
+from evidence_app.models import (
+    Evidence,
+    Signer,
+    SignerActivity,
+    SignerTally,
+    Verdict,
+    supported_range_q,
+)
 
 # A live record: what can ever count (the signer's counting and the range are read later).
 LIVE = Q(verdict=Verdict.VERIFIED, withdrawn_at__isnull=True, is_simulated=False)
@@ -39,6 +49,23 @@ def tallies_recount(signer_ids: Iterable[int] | None = None) -> dict[tuple[int, 
     }
 
 
+def activity_recount() -> dict[int, Any]:
+    """``{signer id: (records, newest upload)}`` counted from the evidence rows."""
+    return {
+        r["signer_id"]: (r["records"], r["last"])
+        for r in Evidence.objects.order_by()
+        .values("signer_id")
+        .annotate(records=Count("pk"), last=Max("uploaded_at"))
+    }
+
+
+def activity_stored() -> dict[int, Any]:
+    return {
+        a.signer_id: (a.records, a.last_uploaded_at)
+        for a in SignerActivity.objects.filter(records__gt=0)
+    }
+
+
 def tallies_stored(signer_ids: Iterable[int] | None = None) -> dict[tuple[int, str], Any]:
     """The table in ``tallies_recount``'s shape (rows with no records left out)."""
     rows = SignerTally.objects.filter(records__gt=0)
@@ -52,11 +79,12 @@ def tallies_stored(signer_ids: Iterable[int] | None = None) -> dict[tuple[int, s
 @transaction.atomic
 def tallies_rebuild() -> int:
     """Replace the whole table by a recount (one INSERT … SELECT); returns the rows."""
-    table = connection.ops.quote_name(SignerTally._meta.db_table)
-    evidence = connection.ops.quote_name(Evidence._meta.db_table)
+    qn = connection.ops.quote_name
+    table, evidence = qn(SignerTally._meta.db_table), qn(Evidence._meta.db_table)
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:  # nobody adds while the table is rebuilt
             cursor.execute(f"LOCK TABLE {table} IN EXCLUSIVE MODE")
+            cursor.execute(f"LOCK TABLE {qn(SignerActivity._meta.db_table)} IN EXCLUSIVE MODE")
     SignerTally.objects.all().delete()
     with connection.cursor() as cursor:
         cursor.execute(
@@ -67,7 +95,14 @@ def tallies_rebuild() -> int:
             "GROUP BY signer_id, aicr_version_key",
             [Verdict.VERIFIED],
         )
-        return int(cursor.rowcount)
+        rows = int(cursor.rowcount)
+        SignerActivity.objects.all().delete()
+        activity = connection.ops.quote_name(SignerActivity._meta.db_table)
+        cursor.execute(
+            f"INSERT INTO {activity} (signer_id, records, last_uploaded_at) "  # noqa: S608
+            f"SELECT signer_id, COUNT(*), MAX(uploaded_at) FROM {evidence} GROUP BY signer_id"
+        )
+        return rows
 
 
 # --- reads ------------------------------------------------------------------------------------
@@ -80,21 +115,28 @@ def counted_tallies(prefix: str = "") -> Q:
 
 
 def signers_annotated() -> QuerySet[Signer]:
-    """Signers with ``records``, ``counted_records`` and ``last_seen`` from their tallies."""
+    """Signers with ``records`` and ``last_seen`` (their ``SignerActivity`` row: ordering every
+    signer by it is a join, not a group) and ``counted_records`` (their tallies, summed per
+    listed signer only: PostgreSQL evaluates the subquery after the page's LIMIT)."""
+    counted = (
+        SignerTally.objects.filter(
+            supported_range_q("aicr_version_key"), signer=OuterRef("pk"), signer__counted=True
+        )
+        .order_by()
+        .values("signer")
+        .annotate(n=Sum("live"))
+        .values("n")
+    )
     return Signer.objects.annotate(
-        records=Sum("tallies__records", default=0),
-        counted_records=Sum(
-            "tallies__live",
-            filter=Q(counted=True) & supported_range_q("tallies__aicr_version_key"),
-            default=0,
-        ),
-        last_seen=Max("tallies__last_uploaded_at"),
+        records=Coalesce(F("activity__records"), 0),
+        counted_records=Coalesce(Subquery(counted), 0),
+        last_seen=F("activity__last_uploaded_at"),
     )
 
 
 def totals() -> tuple[int, int]:
     """(every evidence record, signers with a record consensus counts)."""
-    rows = SignerTally.objects.aggregate(records=Sum("records", default=0))
+    rows = SignerActivity.objects.aggregate(records=Sum("records", default=0))
     counted = (
         SignerTally.objects.filter(counted_tallies(), live__gt=0)
         .order_by()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from evidence_app.models import Evidence, SignerTally
+from evidence_app.models import Evidence, SignerActivity, SignerTally
 from evidence_app.services import keys, signer_tallies
 from evidence_app.services.withdrawal import evidence_withdraw
 from recipes_app.models import Recipe
@@ -26,6 +26,7 @@ pytestmark = pytest.mark.django_db
 
 def assert_equal_to_a_recount() -> None:
     assert signer_tallies.tallies_stored() == signer_tallies.tallies_recount()
+    assert signer_tallies.activity_stored() == signer_tallies.activity_recount()
 
 
 def test_inserts_withdrawals_moves_and_deletes_keep_the_tallies_equal_to_a_recount(
@@ -63,6 +64,7 @@ def test_a_rebuild_equals_a_recount(example_recipe: Recipe) -> None:
     for n in range(9):
         EvidenceFactory(recipe=example_recipe, signer=signers[n % 3], is_simulated=n == 4)
     SignerTally.objects.update(records=99, live=99)  # out of step, as an old backup would be
+    SignerActivity.objects.update(records=99)
     assert signer_tallies.tallies_rebuild() == 3
     assert_equal_to_a_recount()
 

@@ -33,6 +33,24 @@ _NEWEST = (
     "WHERE signer_id = OLD.signer_id AND aicr_version_key = OLD.aicr_version_key) "
     "WHERE signer_id = OLD.signer_id AND aicr_version_key = OLD.aicr_version_key;"
 )
+ACTIVITY = "evidence_app_signeractivity"
+_ACTIVITY_IN = (
+    f"INSERT INTO {ACTIVITY} (signer_id, records, last_uploaded_at) "
+    "VALUES (NEW.signer_id, 1, NEW.uploaded_at) "
+    f"ON CONFLICT (signer_id) DO UPDATE SET records = {ACTIVITY}.records + 1, "
+    f"last_uploaded_at = CASE WHEN {ACTIVITY}.last_uploaded_at IS NULL "
+    f"OR excluded.last_uploaded_at > {ACTIVITY}.last_uploaded_at "
+    f"THEN excluded.last_uploaded_at ELSE {ACTIVITY}.last_uploaded_at END;"
+)
+_ACTIVITY_OUT = (
+    f"UPDATE {ACTIVITY} SET records = records - 1, last_uploaded_at = (SELECT MAX(uploaded_at) "
+    "FROM evidence_app_evidence WHERE signer_id = OLD.signer_id) "
+    "WHERE signer_id = OLD.signer_id;"
+)
+# An update moves a row between signers (or changes its upload time) rarely: take it out of
+# the old signer's activity and put it in the new one's only then.
+_ACTIVITY_MOVED = "OLD.signer_id IS DISTINCT FROM NEW.signer_id OR OLD.uploaded_at IS DISTINCT FROM NEW.uploaded_at"
+
 # The columns a tally reads: an UPDATE of any other (the common case: none) fires nothing.
 _COLUMNS = "signer_id, aicr_version_key, verdict, withdrawn_at, is_simulated, uploaded_at"
 
@@ -42,6 +60,9 @@ POSTGRESQL = [
     BEGIN
         IF TG_OP IN ('UPDATE', 'DELETE') THEN {_OUT} END IF;
         IF TG_OP IN ('INSERT', 'UPDATE') THEN {_IN} END IF;
+        IF TG_OP = 'INSERT' THEN {_ACTIVITY_IN} END IF;
+        IF TG_OP = 'DELETE' THEN {_ACTIVITY_OUT} END IF;
+        IF TG_OP = 'UPDATE' AND ({_ACTIVITY_MOVED}) THEN {_ACTIVITY_OUT} {_ACTIVITY_IN} END IF;
         IF TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND (OLD.signer_id, OLD.aicr_version_key,
                 OLD.uploaded_at) IS DISTINCT FROM (NEW.signer_id, NEW.aicr_version_key,
                 NEW.uploaded_at)) THEN {_NEWEST} END IF;
@@ -57,14 +78,17 @@ POSTGRESQL_DROP = [
 ]
 SQLITE = [
     "CREATE TRIGGER evidence_signer_tally_insert AFTER INSERT ON evidence_app_evidence "
-    f"BEGIN {_IN} END",
+    f"BEGIN {_IN} {_ACTIVITY_IN} END",
     "CREATE TRIGGER evidence_signer_tally_delete AFTER DELETE ON evidence_app_evidence "
-    f"BEGIN {_OUT} {_NEWEST} END",
+    f"BEGIN {_OUT} {_NEWEST} {_ACTIVITY_OUT} END",
     f"CREATE TRIGGER evidence_signer_tally_update AFTER UPDATE OF {_COLUMNS} "
     f"ON evidence_app_evidence BEGIN {_OUT} {_IN} {_NEWEST} END",
+    "CREATE TRIGGER evidence_signer_activity_update AFTER UPDATE OF signer_id, uploaded_at "
+    f"ON evidence_app_evidence WHEN {_ACTIVITY_MOVED} BEGIN {_ACTIVITY_OUT} {_ACTIVITY_IN} END",
 ]
 SQLITE_DROP = [
-    f"DROP TRIGGER IF EXISTS evidence_signer_tally_{op}" for op in ("insert", "delete", "update")
+    f"DROP TRIGGER IF EXISTS evidence_signer_{name}"
+    for name in ("tally_insert", "tally_delete", "tally_update", "activity_update")
 ]
 
 
@@ -78,6 +102,10 @@ def fill_tallies(apps: Any, schema_editor: Any) -> None:
         "SELECT signer_id, aicr_version_key, COUNT(*), SUM(CASE WHEN verdict = 'verified' "
         "AND withdrawn_at IS NULL AND NOT is_simulated THEN 1 ELSE 0 END), MAX(uploaded_at) "
         "FROM evidence_app_evidence GROUP BY signer_id, aicr_version_key"
+    )
+    schema_editor.execute(
+        f"INSERT INTO {ACTIVITY} (signer_id, records, last_uploaded_at) "
+        "SELECT signer_id, COUNT(*), MAX(uploaded_at) FROM evidence_app_evidence GROUP BY signer_id"
     )
     vendor = schema_editor.connection.vendor
     for sql in {"postgresql": POSTGRESQL, "sqlite": SQLITE}.get(vendor, []):
@@ -126,5 +154,40 @@ class Migration(migrations.Migration):
             model_name='signertally',
             constraint=models.UniqueConstraint(fields=('signer', 'aicr_version_key'), name='signer_tally_one_per_version'),
         ),
+        migrations.CreateModel(
+            name='PublicationBuild',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('include', models.CharField(blank=True, max_length=100, unique=True)),
+                ('version', models.CharField(max_length=400)),
+                ('built_at', models.DateTimeField()),
+                ('build_seconds', models.FloatField(default=0)),
+                ('runs', models.PositiveIntegerField(default=0)),
+                ('left_out', models.JSONField(default=dict)),
+            ],
+        ),
+        migrations.CreateModel(
+            name='PublicationDocument',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('name', models.CharField(max_length=300)),
+                ('body', models.BinaryField()),
+                ('sha256', models.CharField(max_length=64)),
+                ('build', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='documents', to='evidence_app.publicationbuild')),
+            ],
+            options={
+                'constraints': [models.UniqueConstraint(fields=('build', 'name'), name='publication_document_name')],
+            },
+        ),
+    
+        migrations.CreateModel(
+            name='SignerActivity',
+            fields=[
+                ('signer', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='activity', serialize=False, to='evidence_app.signer')),
+                ('records', models.PositiveIntegerField(default=0)),
+                ('last_uploaded_at', models.DateTimeField(blank=True, null=True)),
+            ],
+        ),
+    
         migrations.RunPython(fill_tallies, drop_triggers),
     ]
