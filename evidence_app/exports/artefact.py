@@ -56,7 +56,7 @@ def include_choices() -> list[frozenset[str]]:
 
 
 def debounce_seconds() -> float:
-    return float(getattr(settings, "PUBLICATION_DEBOUNCE_SECONDS", 2.0))
+    return float(settings.PUBLICATION_DEBOUNCE_SECONDS)
 
 
 def _eager() -> bool:
