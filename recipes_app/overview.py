@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlencode
 
-from django.db.models import Max, Q
+from django.db.models import Max
 from django.urls import reverse
 
 from evidence_app import selectors as evidence_selectors
@@ -166,13 +166,13 @@ def coverage_overview() -> Overview:
         for service, platform in row_keys
     )
 
-    # Both maxima read one end of an index; the totals come from the signers' tallies
-    # (a few rows per signer), not a count over every evidence row (issue 22).
-    facts = Evidence.objects.aggregate(
-        latest_upload=Max("uploaded_at"),
-        latest_attested=Max("attested_at", filter=Q(verdict=Verdict.VERIFIED)),
-    )
-    evidence_total, counted_signers = signer_tallies.totals()
+    # The totals and the newest upload come from the signers' tallies (a row or a few per
+    # signer), the newest attestation from one end of the (verdict, -attested_at) index: no
+    # scan of every evidence row (issue 22: one aggregate of both maxima was 2.4 s at 1M).
+    latest_attested = Evidence.objects.filter(verdict=Verdict.VERIFIED).aggregate(
+        newest=Max("attested_at")
+    )["newest"]
+    totals = signer_tallies.totals()
     recent = tuple(
         evidence_selectors.evidence_queryset().order_by("-uploaded_at", "-pk")[:RECENT_EVIDENCE]
     )
@@ -183,10 +183,10 @@ def coverage_overview() -> Overview:
         rows=rows,
         recipe_total=sum(overall.values()),
         state_counts=_state_counts(overall, keep_zero=True),
-        counted_signers=counted_signers,
-        evidence_total=evidence_total,
-        latest_upload=facts["latest_upload"],
-        latest_attested=facts["latest_attested"],
+        counted_signers=totals.counted_signers,
+        evidence_total=totals.records,
+        latest_upload=totals.latest_upload,
+        latest_attested=latest_attested,
         includes_demo=any(b.includes_demo for badges in by_cell.values() for b in badges),
         recent=recent,
         recent_stale=staleness_bulk(recent),

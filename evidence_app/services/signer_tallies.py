@@ -16,10 +16,11 @@ table with it.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 from django.db import connection, transaction
-from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, Exists, F, Max, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 from evidence_app.models import (
@@ -108,12 +109,6 @@ def tallies_rebuild() -> int:
 # --- reads ------------------------------------------------------------------------------------
 
 
-def counted_tallies(prefix: str = "") -> Q:
-    """The tallies (``prefix`` reaching them) whose live records consensus counts: the signer
-    counts and the version key is in the supported range (``counted_q`` for a tally)."""
-    return Q(**{f"{prefix}signer__counted": True}) & supported_range_q(f"{prefix}aicr_version_key")
-
-
 def signers_annotated() -> QuerySet[Signer]:
     """Signers with ``records`` and ``last_seen`` (their ``SignerActivity`` row: ordering every
     signer by it is a join, not a group) and ``counted_records`` (their tallies, summed per
@@ -134,21 +129,20 @@ def signers_annotated() -> QuerySet[Signer]:
     )
 
 
-def totals() -> tuple[int, int]:
-    """(every evidence record, signers with a record consensus counts)."""
-    rows = SignerActivity.objects.aggregate(records=Sum("records", default=0))
-    counted = (
-        SignerTally.objects.filter(counted_tallies(), live__gt=0)
-        .order_by()
-        .values("signer_id")
-        .distinct()
-        .count()
+class Totals(NamedTuple):
+    records: int  # every evidence record
+    latest_upload: datetime | None
+    counted_signers: int  # signers with a record consensus counts
+
+
+def totals() -> Totals:
+    """The home page's figures, in two queries: ``SignerActivity`` summed, and the counted
+    signers with a counted tally (an index probe per counted signer, not a distinct count)."""
+    rows = SignerActivity.objects.aggregate(
+        records=Sum("records", default=0), last=Max("last_uploaded_at")
     )
-    return int(rows["records"]), counted
-
-
-def records_of(signer_id: int | None = None) -> int:
-    rows = SignerTally.objects.all()
-    if signer_id is not None:
-        rows = rows.filter(signer_id=signer_id)
-    return int(rows.aggregate(n=Sum("records", default=0))["n"])
+    counting = SignerTally.objects.filter(
+        supported_range_q("aicr_version_key"), signer=OuterRef("pk"), live__gt=0
+    )
+    counted = Signer.objects.filter(Exists(counting), counted=True).count()
+    return Totals(records=int(rows["records"]), latest_upload=rows["last"], counted_signers=counted)

@@ -95,5 +95,6 @@ def test_the_signers_page_and_home_page_figures_equal_a_count_of_the_rows(
         assert listed[signer.pk].last_seen == max(r.uploaded_at for r in rows)
     assert signer_tallies.totals() == (
         Evidence.objects.count(),
+        max(e.uploaded_at for e in Evidence.objects.all()),
         Evidence.objects.counted().values("signer").distinct().count(),
     )
