@@ -129,6 +129,11 @@ def signers_annotated() -> QuerySet[Signer]:
     )
 
 
+def evidence_total() -> int:
+    """Every evidence record, from ``SignerActivity``."""
+    return int(SignerActivity.objects.aggregate(n=Sum("records", default=0))["n"])
+
+
 class Totals(NamedTuple):
     records: int  # every evidence record
     latest_upload: datetime | None

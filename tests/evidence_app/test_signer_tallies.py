@@ -98,3 +98,16 @@ def test_the_signers_page_and_home_page_figures_equal_a_count_of_the_rows(
         max(e.uploaded_at for e in Evidence.objects.all()),
         Evidence.objects.counted().values("signer").distinct().count(),
     )
+
+
+def test_the_unfiltered_api_count_is_the_tallied_total_and_equals_a_count(
+    client: Any, example_recipe: Recipe
+) -> None:
+    lab, other = SignerFactory(label="org/lab"), SignerFactory(label="org/other")
+    for n in range(3):
+        EvidenceFactory(recipe=example_recipe, signer=lab, is_simulated=n == 1)
+    EvidenceFactory(recipe=example_recipe, signer=other)
+    assert signer_tallies.evidence_total() == Evidence.objects.count() == 4
+    assert client.get("/api/v1/evidence/").json()["count"] == 4
+    filtered = client.get(f"/api/v1/evidence/?signer={other.slug}").json()
+    assert filtered["count"] == len(filtered["results"]) == 1  # a filter counts its rows
