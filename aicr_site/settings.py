@@ -540,6 +540,9 @@ CELERY_BEAT_SCHEDULE["consensus-refresh-expired"] = {
     "task": "evidence_app.tasks.consensus_refresh_expired",
     "schedule": float(os.environ.get("CONSENSUS_REFRESH_SECONDS", "300")),
 }
+# The AICR publication (/aicr/data/, evidence_app.exports.artefact): a change queues one
+# rebuild this many seconds later, so a burst of uploads is built once.
+PUBLICATION_DEBOUNCE_SECONDS = float(os.environ.get("PUBLICATION_DEBOUNCE_SECONDS", "2"))
 # Evidence pointers (`manage.py import_evidence`): a pending pointer is tried again after
 # BASE * 2^(tries-1) seconds, at most MAX; beat looks for due ones every TICK seconds. Which
 # registries a pointer may pull from is the OCI path's policy (EVIDENCE_OCI_ENABLED and an

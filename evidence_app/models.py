@@ -381,6 +381,11 @@ class Evidence(models.Model):
     class Meta:
         ordering = ["-attested_at", "-pk"]
         indexes = [
+            # The evidence list's order (``-attested_at, -id``) and the home page's newest
+            # uploads, from an index: at 1,000,000 rows both were a parallel sequential scan
+            # and a sort for 25 rows (issue 22).
+            models.Index(fields=["-attested_at", "-id"], name="evidence_attested_order_idx"),
+            models.Index(fields=["-uploaded_at", "-id"], name="evidence_uploaded_order_idx"),
             models.Index(fields=["recipe_name", "signer", "-attested_at"]),
             models.Index(fields=["signer", "-attested_at"]),
             models.Index(fields=["recipe_name", "aicr_version_key"]),
@@ -417,6 +422,48 @@ class Evidence(models.Model):
 
     def __str__(self) -> str:
         return f"evidence {self.sha256[:12]} for {self.recipe_name}"
+
+
+class SignerTally(models.Model):
+    """Per signer and AICR version key: how many evidence records it has, how many of them
+    are live (verified, not withdrawn, not simulated) and its newest upload. Maintained by the
+    services that change evidence (``services.signer_tallies``: ingest adds, a withdrawal
+    moves one record out of ``live``), so ``/signers/`` and the home page read at most a few
+    rows per signer instead of grouping every evidence row per request. What consensus counts
+    of a signer is ``live`` over the supported range's keys while the signer counts: both
+    the range (a setting) and the signer's counting are applied when read, never stored.
+    """
+
+    signer = models.ForeignKey(Signer, on_delete=models.CASCADE, related_name="tallies")
+    aicr_version_key = models.CharField(max_length=600, blank=True)
+    records = models.PositiveIntegerField(default=0)
+    live = models.PositiveIntegerField(default=0)
+    last_uploaded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["signer", "aicr_version_key"], name="signer_tally_one_per_version"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.signer_id} @ {self.aicr_version_key or '-'}: {self.records}"
+
+
+class SignerActivity(models.Model):
+    """Per signer: its evidence records and newest upload, kept by the same triggers as
+    ``SignerTally`` (one row per signer, so ``/signers/`` orders every signer by its newest
+    upload from this row instead of grouping its tallies)."""
+
+    signer = models.OneToOneField(
+        Signer, on_delete=models.CASCADE, primary_key=True, related_name="activity"
+    )
+    records = models.PositiveIntegerField(default=0)
+    last_uploaded_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.signer_id}: {self.records}"
 
 
 class UploadState(models.TextChoices):
@@ -548,3 +595,38 @@ class EvidencePointer(models.Model):
 
     def __str__(self) -> str:
         return f"pointer {self.path} ({self.state})"
+
+
+class PublicationBuild(models.Model):
+    """The last built AICR publication (``/aicr/data/``) of one ``include`` choice, made by a
+    Celery task (``exports.artefact``), never by a request. ``version`` is
+    ``exports.publication.evidence_version`` when the build read the evidence: a request that
+    finds another value serves this build, says a rebuild is pending, and asks for one."""
+
+    include = models.CharField(max_length=100, unique=True, blank=True)
+    version = models.CharField(max_length=400)
+    built_at = models.DateTimeField()
+    build_seconds = models.FloatField(default=0)
+    runs = models.PositiveIntegerField(default=0)
+    left_out: models.JSONField[dict[str, int], dict[str, int]] = models.JSONField(default=dict)
+
+    def __str__(self) -> str:
+        return f"publication [{self.include or '-'}] at {self.built_at:%Y-%m-%d %H:%M:%S}"
+
+
+class PublicationDocument(models.Model):
+    """One file of a ``PublicationBuild``: ``index.json``, ``labels.json`` or
+    ``series/<recipe>.json``, with the sha256 its ETag is."""
+
+    build = models.ForeignKey(PublicationBuild, on_delete=models.CASCADE, related_name="documents")
+    name = models.CharField(max_length=300)
+    body = models.BinaryField()
+    sha256 = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["build", "name"], name="publication_document_name"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name

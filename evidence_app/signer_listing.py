@@ -1,7 +1,9 @@
 """Reads behind ``/signers/``: every signer with what it contributed, and its public key.
 
 Kept apart from ``signer_page`` (one signer's page) as the index needs only the
-signer rows and two aggregates over their evidence, in one query per page.
+signer rows and their tallies (``services.signer_tallies``: a few rows per signer, kept by
+the services that change evidence), in one query per page: never a group over every
+evidence row.
 """
 
 from __future__ import annotations
@@ -9,9 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, F, Max, QuerySet
+from django.db.models import F, QuerySet
 
-from evidence_app.models import Signer, SignerKind, counted_q
+from evidence_app.models import Signer, SignerKind
+from evidence_app.services.signer_tallies import signers_annotated
 
 PAGE_SIZE = 50
 
@@ -21,13 +24,8 @@ def signer_index(*, page_number: Any) -> Page[Signer]:
     ``counted_records`` (records consensus counts), ``records`` (all) and ``last_seen`` (the
     newest upload). Queries: the count and the page."""
     signers: QuerySet[Signer] = (
-        Signer.objects.select_related("key")
-        .annotate(
-            records=Count("evidence"),
-            # ``Evidence.objects.counted()`` as seen from a signer.
-            counted_records=Count("evidence", filter=counted_q("evidence__", signer="")),
-            last_seen=Max("evidence__uploaded_at"),
-        )
+        signers_annotated()
+        .select_related("key")
         .order_by("-counted", F("last_seen").desc(nulls_last=True), "label", "pk")
     )
     return Paginator(signers, PAGE_SIZE).get_page(page_number)

@@ -32,3 +32,13 @@ def pointers_retry() -> int:
     """Settle finished pointer pulls and retry the pending pointers that are due (beat runs it
     every EVIDENCE_POINTER_RETRY_TICK_SECONDS); returns how many were tried."""
     return pointers.pointers_retry()
+
+
+@shared_task(name="evidence_app.tasks.publication_rebuild", acks_late=True)
+def publication_rebuild() -> str:
+    """Build and store the AICR publication (``/aicr/data/``) for every ``include`` choice
+    (queued, debounced, by ``exports.artefact.publication_changed``); returns the evidence
+    version it built."""
+    from evidence_app.exports import artefact
+
+    return artefact.publication_rebuild()

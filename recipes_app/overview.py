@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlencode
 
-from django.db.models import Count, Max, Q
+from django.db.models import Max
 from django.urls import reverse
 
 from evidence_app import selectors as evidence_selectors
@@ -29,6 +29,7 @@ from evidence_app.consensus import (
 )
 from evidence_app.consensus import stored as stored_consensus
 from evidence_app.models import Evidence, Verdict
+from evidence_app.services import signer_tallies
 from evidence_app.services.staleness import StaleReason, staleness_bulk
 from recipes_app.models import Catalog, Recipe
 
@@ -165,12 +166,13 @@ def coverage_overview() -> Overview:
         for service, platform in row_keys
     )
 
-    facts = Evidence.objects.aggregate(
-        total=Count("pk"),
-        latest_upload=Max("uploaded_at"),
-        latest_attested=Max("attested_at", filter=Q(verdict=Verdict.VERIFIED)),
-    )
-    counted_signers = Evidence.objects.counted().aggregate(n=Count("signer", distinct=True))["n"]
+    # The totals and the newest upload come from the signers' tallies (a row or a few per
+    # signer), the newest attestation from one end of the (verdict, -attested_at) index: no
+    # scan of every evidence row (issue 22: one aggregate of both maxima was 2.4 s at 1M).
+    latest_attested = Evidence.objects.filter(verdict=Verdict.VERIFIED).aggregate(
+        newest=Max("attested_at")
+    )["newest"]
+    totals = signer_tallies.totals()
     recent = tuple(
         evidence_selectors.evidence_queryset().order_by("-uploaded_at", "-pk")[:RECENT_EVIDENCE]
     )
@@ -181,10 +183,10 @@ def coverage_overview() -> Overview:
         rows=rows,
         recipe_total=sum(overall.values()),
         state_counts=_state_counts(overall, keep_zero=True),
-        counted_signers=counted_signers,
-        evidence_total=facts["total"],
-        latest_upload=facts["latest_upload"],
-        latest_attested=facts["latest_attested"],
+        counted_signers=totals.counted_signers,
+        evidence_total=totals.records,
+        latest_upload=totals.latest_upload,
+        latest_attested=latest_attested,
         includes_demo=any(b.includes_demo for badges in by_cell.values() for b in badges),
         recent=recent,
         recent_stale=staleness_bulk(recent),

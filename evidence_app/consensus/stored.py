@@ -41,6 +41,7 @@ from django.utils import timezone
 
 from evidence_app.consensus.badges import recipe_badges_computed
 from evidence_app.consensus.rules import is_counted
+from evidence_app.exports.artefact import publication_changed
 from evidence_app.models import Evidence, Verdict
 from evidence_app.services.staleness import stale_after_days
 from evidence_app.services.versions import supported_range
@@ -195,6 +196,7 @@ def signers_changed(signer_ids: Iterable[int]) -> None:
     ids = sorted(set(signer_ids))
     if not ids:
         return
+    publication_changed()  # a signer's class is published too
     names = (
         Evidence.objects.filter(
             signer_id__in=ids,
@@ -211,6 +213,7 @@ def signers_changed(signer_ids: Iterable[int]) -> None:
 
 def catalog_changed() -> None:
     """A new current catalog version: every badge's declared checks or staleness may move."""
+    publication_changed()  # and the published coordinates
     consensus_refresh()
 
 

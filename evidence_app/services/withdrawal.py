@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from evidence_app import permissions
 from evidence_app.consensus import stored
+from evidence_app.exports.artefact import publication_changed
 from evidence_app.models import Evidence
 
 MAX_REASON = 1000
@@ -56,4 +57,5 @@ def evidence_withdraw(*, evidence: Evidence, by: Any, roles: set[str], reason: s
     evidence.withdrawn_by = by
     evidence.withdrawal_reason = reason
     stored.evidence_withdrawn(evidence)
+    publication_changed()
     return evidence

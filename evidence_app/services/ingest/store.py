@@ -10,6 +10,7 @@ from django.db import IntegrityError, connection, transaction
 
 from evidence_app.consensus.stored import evidence_stored as refresh_consensus
 from evidence_app.coverage.stored import identity_columns
+from evidence_app.exports.artefact import publication_changed
 from evidence_app.models import Allowlist, Evidence, Signer, UploadOutcome, Verdict
 from evidence_app.services import signers
 from evidence_app.services.ingest.result import IngestResult
@@ -126,6 +127,7 @@ def _store_once(
         setattr(evidence, column, value)
     insert_row(evidence)
     refresh_consensus(evidence)  # the recipe's stored consensus badge, in this transaction
+    publication_changed()  # /aicr/data/ rebuilt by a task after the commit (no statement here)
     return _stored(evidence, created=True, fields=fields, decision=decision, upload=upload)
 
 
