@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, QuerySet
 
-from evidence_app.list_filters import ListFilters, chosen_filters, list_filters
+from evidence_app.list_filters import ListFilters, chosen_filters, list_filters, typed_filters
 from evidence_app.models import Evidence, EvidencePointer, PointerState
 from evidence_app.services.staleness import StaleReason, staleness_bulk
 
@@ -54,6 +54,9 @@ def evidence_listing(*, params: Mapping[str, Any], page_number: Any) -> Evidence
     with each filter's options and counts (``list_filters``). A bad verdict lists nothing and
     says why."""
     chosen, errors = chosen_filters(params)
+    # The filters first: a typed recipe or signer is resolved (or refused) there.
+    filters = list_filters(chosen, errors, typed_filters(params))
+    chosen, errors = filters.chosen, filters.errors
     qs = evidence_queryset().order_by("-attested_at", "-pk")
     lookups = {"recipe": "recipe_name", "signer": "signer__slug", "verdict": "verdict"}
     qs = qs.filter(**{lookups[name]: value for name, value in chosen.items()})
@@ -65,7 +68,7 @@ def evidence_listing(*, params: Mapping[str, Any], page_number: Any) -> Evidence
     return EvidenceListing(
         page=page,
         stale=staleness_bulk(items),
-        filters=list_filters(chosen, errors),
+        filters=filters,
         query=urlencode(list(chosen.items())),
     )
 

@@ -27,6 +27,7 @@ from evidence_app import (
     compare,
     evidence_page,
     fetch_steps,
+    list_filters,
     permissions,
     selectors,
     signer_listing,
@@ -61,6 +62,14 @@ def _refuse(request: HtmxHttpRequest, message: str) -> HttpResponse:
 @require_safe
 @vary_on_headers("HX-Request", "HX-Target", "HX-History-Restore-Request")
 def evidence_list(request: HtmxHttpRequest) -> HttpResponse:
+    suggest = request.GET.get("suggest")
+    if suggest in list_filters.TYPED:
+        # The typed filter field's datalist, fetched as one types (list_filters.suggestions).
+        typed = request.GET.get(f"{suggest}{list_filters.OTHER_SUFFIX}", "")
+        found = list_filters.suggestions(suggest, typed)
+        return render(
+            request, "evidence_app/list.html#suggestions", {"name": suggest, "suggestions": found}
+        )
     listing = selectors.evidence_listing(params=request.GET, page_number=request.GET.get("page"))
     context = {"listing": listing, "page": listing.page}
     status = 400 if listing.filters.errors else 200

@@ -214,6 +214,13 @@ class RecipeConsensusState(models.Model):
     expires_at = models.DateTimeField(
         null=True, blank=True, help_text="When a counted run ages into staleness (None: never)."
     )
+    # Display detail only, like ``stale_reasons``: the list rows and the coverage cells say
+    # what a recipe lacks for CONFIRMED without a query per row.
+    confirmed_lacks = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="What it lacks for CONFIRMED: [{failing, more, checks}] (empty: nothing).",
+    )
     refreshed_at = models.DateTimeField()
 
     class Meta:

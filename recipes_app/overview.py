@@ -57,6 +57,11 @@ class MatrixCell:
     includes_demo: bool
     stale_recipes: int
     with_evidence: int  # recipes with at least one counted run (the list's ``has_evidence``)
+    # What the cell's best recipe short of CONFIRMED lacks for it (``RecipeBadge.lacks``):
+    # a few words shown, the line with its checks in the title; empty when the best is
+    # CONFIRMED or no recipe has evidence.
+    lacks_brief: str = ""
+    lacks_short: str = ""
 
     @property
     def has_evidence(self) -> bool:
@@ -199,12 +204,21 @@ def _cell(
 ) -> MatrixCell | None:
     if not badges:
         return None
+    counts = _state_counts(Counter(b.state for b in badges), keep_zero=False)
+    # The recipe nearest to CONFIRMED among those short of it (best state first, then name:
+    # the badges come in name order); none when the cell already shows CONFIRMED.
+    short_of = [b for b in badges if b.lacks and b.stale.counted_runs]
+    nearest = None
+    if short_of and counts[0].state != CONFIRMED:
+        nearest = min(short_of, key=lambda b: STATES.index(b.state) if b.state in STATES else 99)
     return MatrixCell(
+        lacks_brief=nearest.lacks_brief if nearest else "",
+        lacks_short=nearest.lacks_short if nearest else "",
         service=service,
         platform=platform,
         accelerator=accelerator,
         total=len(badges),
-        counts=_state_counts(Counter(b.state for b in badges), keep_zero=False),
+        counts=counts,
         includes_demo=any(b.includes_demo for b in badges),
         stale_recipes=sum(1 for b in badges if b.stale.stale),
         with_evidence=sum(1 for b in badges if b.stale.counted_runs),

@@ -279,6 +279,32 @@ class RecipeBadge:
     state: str
     includes_demo: bool
     stale: StaleSummary
+    # What it lacks for CONFIRMED (``confirmed_lacks``); empty when CONFIRMED, and for a
+    # recipe without counted evidence (UNTESTED says it: no signer has passed anything yet).
+    lacks: tuple[ConfirmedLack, ...] = ()
+
+    @property
+    def _first_lack(self) -> ConfirmedLack | None:
+        """The lack a short line names: a failing signer first (what stands in the way now),
+        else the one with most checks (``confirmed_lacks``' order)."""
+        failing = [lack for lack in self.lacks if lack.shortfall.failing_signers]
+        candidates = failing or list(self.lacks)
+        return candidates[0] if candidates else None
+
+    @property
+    def lacks_short(self) -> str:
+        """One line for a list row: one lack, one check named (the rest on the recipe page)."""
+        first = self._first_lack
+        if first is None:
+            return ""
+        more = "; more on its page" if len(self.lacks) > 1 else ""
+        return f"{first.sentence_naming(1)}{more}"
+
+    @property
+    def lacks_brief(self) -> str:
+        """A few words for a coverage cell: the signers that lack needs, no check."""
+        first = self._first_lack
+        return first.brief if first else ""
 
     @classmethod
     def untested(cls) -> RecipeBadge:
@@ -299,6 +325,7 @@ class RecipeBadge:
                 stale_runs=row.stale_runs,
                 reasons=_in_code_order(row.stale_reasons),
             ),
+            lacks=ConfirmedLack.all_from_json(row.confirmed_lacks),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -327,6 +354,9 @@ class ConfirmedLack:
     @property
     def sentence(self) -> str:
         """``needs one more independent passing signer on check-nvidia-smi``."""
+        return self.sentence_naming(NAMED_CHECKS)
+
+    def _needs(self) -> list[str]:
         failing, more = self.shortfall.failing_signers, self.shortfall.more_passing_signers
         needs = []
         if failing:
@@ -336,11 +366,41 @@ class ConfirmedLack:
             signers = "signer" if more == 1 else "signers"
             extra = " more" if failing or more < CONFIRMED_MIN_PASSES else ""
             needs.append(f"{_count(more)}{extra} independent passing {signers}")
-        named = ", ".join(self.checks[:NAMED_CHECKS])
-        rest = len(self.checks) - NAMED_CHECKS
+        return needs
+
+    def sentence_naming(self, named_checks: int) -> str:
+        """The sentence, naming at most ``named_checks`` checks before "and N more checks"."""
+        named = ", ".join(self.checks[:named_checks])
+        rest = len(self.checks) - named_checks
         if rest > 0:
             named += f" and {rest} more check{'s' if rest > 1 else ''}"
-        return f"needs {' and '.join(needs)} on {named}"
+        return f"needs {' and '.join(self._needs())} on {named}"
+
+    @property
+    def brief(self) -> str:
+        """``needs one more independent passing signer``: the sentence without its checks."""
+        return f"needs {' and '.join(self._needs())}"
+
+    def as_json(self) -> dict[str, Any]:
+        """What ``RecipeConsensusState.confirmed_lacks`` stores of it."""
+        return {
+            "failing": self.shortfall.failing_signers,
+            "more": self.shortfall.more_passing_signers,
+            "checks": list(self.checks),
+        }
+
+    @classmethod
+    def all_from_json(cls, stored: Any) -> tuple[ConfirmedLack, ...]:
+        """The stored lacks back (a row written before the column: none)."""
+        return tuple(
+            cls(
+                shortfall=ConfirmedShortfall(
+                    failing_signers=int(item["failing"]), more_passing_signers=int(item["more"])
+                ),
+                checks=tuple(str(c) for c in item["checks"]),
+            )
+            for item in (stored if isinstance(stored, list) else [])
+        )
 
 
 def confirmed_lacks(rows: Iterable[RowConsensus]) -> tuple[ConfirmedLack, ...]:
@@ -379,7 +439,13 @@ class RecipeConsensus:
 
     @property
     def badge(self) -> RecipeBadge:
-        return RecipeBadge(state=self.state, includes_demo=self.includes_demo, stale=self.stale)
+        return RecipeBadge(
+            state=self.state,
+            includes_demo=self.includes_demo,
+            stale=self.stale,
+            # Without a counted run there is no stored row to hold it (``RecipeBadge.untested``).
+            lacks=self.lacks_for_confirmed if self.stale.counted_runs else (),
+        )
 
     @property
     def lacks_for_confirmed(self) -> tuple[ConfirmedLack, ...]:

@@ -69,9 +69,17 @@ def _lock(names: Collection[str] | None) -> None:
         )
 
 
+# What a stored row holds, versioned: a release that stores more (2: ``confirmed_lacks``)
+# bumps it, so the first read after the deploy refreshes every row written without it.
+STORED_FIELDS_VERSION = 2
+
+
 def rules_fingerprint() -> str:
     """The settings a stored badge rests on, as one string (``ConsensusRules``)."""
-    return f"aicr-supported-range={supported_range().text};stale-after-days={stale_after_days()}"
+    return (
+        f"aicr-supported-range={supported_range().text};stale-after-days={stale_after_days()}"
+        f";stored-fields={STORED_FIELDS_VERSION}"
+    )
 
 
 def _store(names: Collection[str] | None, now: datetime) -> int:
@@ -96,6 +104,7 @@ def _store(names: Collection[str] | None, now: datetime) -> int:
                 counted_runs=badge.stale.counted_runs,
                 stale_runs=badge.stale.stale_runs,
                 stale_reasons=dict(badge.stale.reasons),
+                confirmed_lacks=[lack.as_json() for lack in badge.lacks],
                 expires_at=computed.expires.get(name),
                 refreshed_at=now,
             )
@@ -110,6 +119,7 @@ def _store(names: Collection[str] | None, now: datetime) -> int:
             "counted_runs",
             "stale_runs",
             "stale_reasons",
+            "confirmed_lacks",
             "expires_at",
             "refreshed_at",
         ],

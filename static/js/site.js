@@ -1,6 +1,8 @@
 /* Site behaviour, loaded as a static file so the strict CSP (no inline script) holds.
  *
- * - Marks the page as scripted (`html.js`), which hides the no-JS submit buttons.
+ * - Nothing here decides what shows with scripts on: CSS does, at first paint
+ *   (`@media (scripting: enabled)`); a class set from here came after the paint and moved
+ *   the page (the recipe list's layout shift, docs/benchmarks.md).
  * - Copy buttons: <button data-copy="#selector"> copies the target's text to the clipboard,
  *   with a selection-based fallback where the Clipboard API is unavailable, and announces
  *   the result in the nearest .copy-status (or on the button itself).
@@ -11,8 +13,6 @@
  */
 (function () {
   "use strict";
-
-  document.documentElement.classList.add("js");
 
   function announce(button, message, ok) {
     var status = button.parentElement && button.parentElement.querySelector(".copy-status");

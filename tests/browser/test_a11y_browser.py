@@ -254,3 +254,65 @@ def test_no_page_is_wider_than_a_320px_phone(open_page, objects) -> None:  # typ
         if overflow > 0:
             failures.append(f"{role} {path}: {overflow} px wider, {sticking_out}")
     assert failures == [], "\n".join(failures)
+
+
+#: A recipe name no catalog has, one long word: the not-found page repeats it twice.
+LONG_NAME = "no-such-recipe-" + "h100-eks-ubuntu-training-kubeflow-" * 4
+
+
+def _error_pages() -> dict[str, tuple[int, str]]:
+    """Every error page the site answers in HTML, as its real handler or view renders it: the
+    site's handlers (``aicr_site.errors``, the standalone ``error.html``) for each status, the
+    role refusal (``forbidden.html``) and the recipe not-found page with a long name."""
+    from django.contrib.auth.models import AnonymousUser
+    from django.core.exceptions import PermissionDenied
+    from django.shortcuts import render
+    from django.test import RequestFactory
+
+    from aicr_site import errors
+
+    request = RequestFactory().get("/evidence/1/withdraw/")
+    request.user = AnonymousUser()
+    refusal = "You need the maintainer role to withdraw evidence (signed in as a reader)."
+    answers = {
+        "400": errors.bad_request(request),
+        "403": errors.permission_denied(request, PermissionDenied(refusal)),
+        "403 (role)": render(
+            request, "evidence_app/forbidden.html", {"message": refusal}, status=403
+        ),
+        "404": errors.page_not_found(request),
+        "500": errors.server_error(request),
+    }
+    return {name: (r.status_code, r.content.decode()) for name, r in answers.items()}
+
+
+def _fulfil(status: int, html: str) -> Callable[..., None]:
+    def handler(route: Any, request: Any) -> None:
+        route.fulfill(status=status, body=html, content_type="text/html; charset=utf-8")
+
+    return handler
+
+
+def test_no_error_page_is_wider_than_a_320px_phone(open_page, catalog, live_server) -> None:  # type: ignore[no-untyped-def]
+    """Each error page at 320 px: the handlers' pages are served at a path of the live server
+    (so they load its real style sheets), the real 404s are asked for by URL."""
+    page = open_page(viewport={"width": 320, "height": 640})
+    paths = {
+        "404 (no route)": "/no-such-page/" + "x" * 120,
+        "404 (recipe)": f"/recipes/{LONG_NAME}/",
+    }
+    for name, (status, html) in _error_pages().items():
+        path = f"/__error-page__/{name.replace(' ', '-')}/"
+        page.route(f"{live_server.url}{path}", _fulfil(status, html))
+        paths[name] = path
+    failures = []
+    for name, path in paths.items():
+        response = page.goto(path)
+        assert response is not None, (name, path)
+        assert response.status >= 400, (name, path, response.status)
+        page.wait_for_load_state("load")
+        overflow, sticking_out = page.evaluate(_OVERFLOW)
+        if overflow > 0:
+            failures.append(f"{name} {path}: {overflow} px wider, {sticking_out}")
+    assert len(paths) == 7
+    assert failures == [], "\n".join(failures)

@@ -283,3 +283,27 @@ def test_the_evidence_pages_have_no_csp_violations(page, recipe, console, shots)
 
     assert console.csp_violations() == []
     assert [m for m in console.messages if m.startswith(("error", "pageerror"))] == []
+
+
+def test_a_signer_past_the_options_is_typed_with_suggestions(page, recipe, monkeypatch):  # type: ignore[no-untyped-def]
+    """More signers than options: the typed field fetches its datalist as one types, and
+    choosing a suggestion filters the list to that signer (no option silently missing)."""
+    from evidence_app import list_filters
+
+    monkeypatch.setitem(list_filters.MAX_OPTIONS, "signer", 1)
+    for label in ("Alpha lab", "Beta lab", "Gamma cloud"):
+        EvidenceFactory(recipe=recipe, signer=SignerFactory(label=label))
+    gamma = SignerFactory(label="Gamma cloud two")
+    EvidenceFactory(recipe=recipe, signer=gamma)
+    page.goto("/evidence/")
+    typed = page.locator('input[name="signer_other"]')
+    expect(typed).to_have_attribute("placeholder", re.compile(r"or type any of \d+ more"))
+    typed.press_sequentially("gamma cloud t")
+    suggestions = page.locator("#ev-signer-values option")
+    expect(suggestions).to_have_count(1)
+    expect(suggestions.first).to_have_attribute("value", gamma.slug)
+    typed.fill(gamma.slug)
+    page.get_by_role("button", name="Show").click()
+    expect(page).to_have_url(re.compile(r"signer_other="))
+    expect(page.locator("#ev-signer option[selected]")).to_have_attribute("value", gamma.slug)
+    expect(page.locator("#evidence-results tbody tr")).to_have_count(1)

@@ -143,3 +143,61 @@ def test_the_recipe_page_says_what_it_lacks(client: Any) -> None:
         "<li>Needs one more independent passing signer on check-nvidia-smi.</li>"
         in page[start : page.index("</div>", start)]
     )
+
+
+@pytest.mark.django_db
+def test_the_list_row_and_the_coverage_cell_say_it_from_the_stored_badge(client: Any) -> None:
+    """The list and the home page read what the recipe page computes, from the stored badge
+    (no query per row): the recipe page's sentence, shortened."""
+    from recipes_app.models import RecipeConsensusState
+
+    checks = {
+        "deployment": [
+            {"name": "check-nvidia-smi", "thresholds": []},
+            {"name": "operator-health", "thresholds": []},
+        ]
+    }
+    recipe = RecipeFactory(catalog=CatalogFactory(), checks=checks)
+    passed = {"status": "passed"}
+    EvidenceFactory(
+        recipe=recipe,
+        signer=SignerFactory(),
+        check_results={"deployment": {"check-nvidia-smi": passed, "operator-health": passed}},
+    )
+    recipe.refresh_from_db()
+    stored = RecipeConsensusState.objects.get(recipe=recipe).confirmed_lacks
+    assert stored == [{"failing": 0, "more": 1, "checks": ["check-nvidia-smi", "operator-health"]}]
+
+    listed = client.get(reverse("recipes:list")).content.decode()
+    start = listed.index(f">{recipe.name}</a>")
+    row = listed[start : listed.index("</tr>", start)]
+    assert (
+        '<span class="consensus-lacks" data-lacks-confirmed>needs one more independent passing '
+        "signer on check-nvidia-smi and 1 more check</span>" in row
+    )
+
+    home = client.get(reverse("home")).content.decode()
+    assert (
+        '<span class="matrix-lacks" data-lacks-confirmed>needs one more independent passing '
+        "signer</span>" in home
+    )
+    assert "nearest to CONFIRMED needs one more independent passing signer on" in home
+
+
+@pytest.mark.django_db
+def test_a_confirmed_or_untested_row_says_nothing_more(client: Any) -> None:
+    checks = {"deployment": [{"name": "check-nvidia-smi", "thresholds": []}]}
+    catalog = CatalogFactory()
+    confirmed = RecipeFactory(catalog=catalog, checks=checks)
+    RecipeFactory(catalog=catalog, checks=checks)  # untested: its state says it
+    for _ in range(2):
+        EvidenceFactory(
+            recipe=confirmed,
+            signer=SignerFactory(),
+            check_results={"deployment": {"check-nvidia-smi": {"status": "passed"}}},
+        )
+
+    listed = client.get(reverse("recipes:list")).content.decode()
+
+    assert 'data-consensus="CONFIRMED"' in listed
+    assert "data-lacks-confirmed" not in listed

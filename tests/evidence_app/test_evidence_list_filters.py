@@ -121,7 +121,10 @@ def test_the_filters_cost_one_query_whatever_the_number_of_records(
     assert len(more) == len(few)
     grouped = [q["sql"] for q in more if "GROUP BY" in q["sql"]]
     assert len(grouped) == 1
-    assert len(_options(html, "recipe")) == 1 + 2 + 12
+    offered = list_filters.MAX_OPTIONS["recipe"]
+    assert offered < 2 + 12
+    assert len(_options(html, "recipe")) == 1 + offered
+    assert f'placeholder="or type any of {2 + 12 - offered} more"' in html
 
 
 def test_a_filter_offers_its_values_with_most_records_and_counts_the_rest(
@@ -130,8 +133,60 @@ def test_a_filter_offers_its_values_with_most_records_and_counts_the_rest(
     monkeypatch.setitem(list_filters.MAX_OPTIONS, "recipe", 1)
     html = client.get(URL).content.decode()
     assert _options(html, "recipe") == {"": "any (5)", "alpha-recipe": "alpha-recipe (4)"}
-    assert "1 more by URL" in html
+    # The value left out of the options is one typed field away (never hidden).
+    assert 'name="recipe_other"' in html
+    assert 'placeholder="or type any of 1 more"' in html
+    assert 'name="signer_other"' not in html  # every signer is an option
     chosen = client.get(URL, {"recipe": "beta-recipe"}).content.decode()
     assert _selected(chosen, "recipe") == ["beta-recipe"]
     assert _options(chosen, "recipe")["beta-recipe"] == "beta-recipe (1)"
     assert _shown(chosen) == 1
+
+
+def test_a_typed_value_reaches_any_recipe_or_signer_with_records(
+    client: Client, data: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(list_filters.MAX_OPTIONS, "recipe", 1)
+    monkeypatch.setitem(list_filters.MAX_OPTIONS, "signer", 1)
+    typed = client.get(URL, {"recipe_other": "beta-recipe"})
+    assert typed.status_code == 200
+    html = typed.content.decode()
+    assert _shown(html) == 1
+    assert _selected(html, "recipe") == ["beta-recipe"]  # with its count, as an option
+    assert _options(html, "recipe")["beta-recipe"] == "beta-recipe (1)"
+    # Case aside, and a signer by its label: the one value it matches.
+    assert _shown(client.get(URL, {"recipe_other": "BETA-recipe"}).content.decode()) == 1
+    by_label = client.get(URL, {"signer_other": "vendor ci"}).content.decode()
+    assert _selected(by_label, "signer") == [data["vendor"].slug]
+    assert _shown(by_label) == 2
+    # The typed field wins over the select's value.
+    both = client.get(URL, {"recipe": "alpha-recipe", "recipe_other": "beta-recipe"})
+    assert _shown(both.content.decode()) == 1
+
+
+def test_a_typed_value_without_records_is_a_400_naming_the_closest(
+    client: Client, data: dict
+) -> None:
+    response = client.get(URL, {"recipe_other": "beta-recipes"})
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "recipe: no evidence record has &#x27;beta-recipes&#x27;. Closest: beta-recipe" in html
+    assert _shown(html) == 0
+    assert 'value="beta-recipes"' in html  # what was typed stays in the field
+
+
+def test_the_typed_field_fetches_its_suggestions_with_counts(client: Client, data: dict) -> None:
+    html = client.get(URL, {"suggest": "signer", "signer_other": "lab"}).content.decode()
+    lab = data["lab"]
+    assert html == (
+        f'<datalist id="ev-signer-values"><option value="{lab.slug}">GPU lab (3)</option>'
+        "</datalist>"
+    )
+    recipes = client.get(URL, {"suggest": "recipe", "recipe_other": "recipe"}).content.decode()
+    assert re.findall(r'<option value="([^"]+)">', recipes) == ["alpha-recipe", "beta-recipe"]
+    many = [SignerFactory(label=f"lab {i}") for i in range(list_filters.MAX_SUGGESTIONS + 5)]
+    for signer in many:
+        EvidenceFactory(recipe=data["alpha"], signer=signer)
+    capped = client.get(URL, {"suggest": "signer", "signer_other": "lab"}).content.decode()
+    assert capped.count("<option") == list_filters.MAX_SUGGESTIONS
+    assert f'value="{lab.slug}">GPU lab (3)' in capped  # most records first

@@ -583,7 +583,10 @@ def test_it_labels_every_state_derived_from_demo_evidence(client: Any, catalog: 
     real_page = client.get(detail_url(real.name)).content.decode()
 
     assert "data-consensus-demo" in list_cell(listed, demo.name)
-    assert ">DEMO</span>" in list_cell(listed, demo.name)
+    # One state badge in a list row: "demo" in its title and, for a screen reader, in words.
+    assert ">DEMO</span>" not in list_cell(listed, demo.name)
+    assert 'title="DEMO: rests on evidence signed with a demo key' in list_cell(listed, demo.name)
+    assert '<span class="sr-only"> (demo)</span>' in list_cell(listed, demo.name)
     assert "data-consensus-demo" not in list_cell(listed, real.name)
     head = page[page.index('<div class="page-head') : page.index('<section id="consensus"')]
     assert "data-consensus-demo" in head
