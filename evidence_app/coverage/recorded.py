@@ -30,13 +30,13 @@ Plain Python apart from the allocation resolver's import; no database access.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from evidence_app.attestation.redact import MEASUREMENT_ALLOWLIST
+from evidence_app.verification._json import JSONLimitError, load_json, storable
 
 from .identity import LABELS, identity_from_fingerprint, identity_of
 
@@ -283,7 +283,7 @@ def recorded_identities(
 
     def put(key: str, value: str | None, source: str) -> None:
         if value and key not in values:
-            values[key] = Identity(key, value[:500], RECORDED, source)
+            values[key] = Identity(key, value[:4000], RECORDED, source)
 
     # The signed predicate first: its fingerprint was computed from the raw snapshot.
     for key in _FINGERPRINT_KEYS:
@@ -313,18 +313,23 @@ def recorded_identities(
         redacted = snapshot_redacted and key in REDACTED_BY_POLICY
         values[key] = Identity(key, None, REDACTED if redacted else NOT_RECORDED)
     redaction = predicate.get("redaction")
-    return {
-        "schema": SCHEMA,
-        "redaction": {
-            "policy": _text(redaction.get("policy"), 50),
-            "version": _text(redaction.get("version"), 50),
-            "applied": sorted(applied),
+    # Text read from the bundle: a NUL or a lone surrogate is written as an escape, since
+    # neither can be stored in a JSON column (PostgreSQL refuses them).
+    record: dict[str, Any] = storable(
+        {
+            "schema": SCHEMA,
+            "redaction": {
+                "policy": _text(redaction.get("policy"), 50),
+                "version": _text(redaction.get("version"), 50),
+                "applied": sorted(applied),
+            }
+            if isinstance(redaction, Mapping)
+            else None,
+            "values": {key: values[key].as_dict() for key in VALUE_LABELS},
+            "images": [i.as_dict() for i in images],
         }
-        if isinstance(redaction, Mapping)
-        else None,
-        "values": {key: values[key].as_dict() for key in VALUE_LABELS},
-        "images": [i.as_dict() for i in images],
-    }
+    )
+    return record
 
 
 # --- reading back what is stored --------------------------------------------------------------
@@ -358,11 +363,12 @@ def image_identity(record: Mapping[str, Any] | None, repository: str, label: str
 
 
 def parse_json(data: bytes | None) -> Mapping[str, Any] | None:
+    """A bundle file's JSON object through the bounded loader (None when unreadable)."""
     if not data:
         return None
     try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+        doc = load_json(data, what="bundle file")
+    except JSONLimitError:
         return None
     return doc if isinstance(doc, Mapping) else None
 
