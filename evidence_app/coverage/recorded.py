@@ -82,16 +82,17 @@ _FABRIC_KEY = re.compile(r"fabric", re.IGNORECASE)
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
-def _kept(readings: Sequence[tuple[str, str, str]]) -> bool:
-    return any(
-        key in MEASUREMENT_ALLOWLIST.get(mtype, {}).get(subtype, frozenset())
-        for mtype, subtype, key in readings
-    )
+def _dropped(reading: tuple[str, str, str]) -> bool:
+    mtype, subtype, key = reading
+    return key not in MEASUREMENT_ALLOWLIST.get(mtype, {}).get(subtype, frozenset())
 
 
-# Identities AICR's minimal policy removes from a redacted snapshot, computed from the policy.
+# Identities AICR's minimal policy can remove from a redacted snapshot, computed from the
+# policy: at least one reading they come from is not on the allowlist, so a redacted bundle
+# without them may have had them (the kernel: OS.sysctl is dropped, K8s.node kept). One whose
+# every reading is kept is "not recorded" when absent: the raw snapshot did not have it.
 REDACTED_BY_POLICY = frozenset(
-    k for k, readings in SNAPSHOT_READINGS.items() if not _kept(readings)
+    k for k, readings in SNAPSHOT_READINGS.items() if any(_dropped(r) for r in readings)
 )
 
 
@@ -285,12 +286,14 @@ def recorded_identities(
         if value and key not in values:
             values[key] = Identity(key, value[:4000], RECORDED, source)
 
-    # The signed predicate first: its fingerprint was computed from the raw snapshot.
-    for key in _FINGERPRINT_KEYS:
-        put(key, from_fp.get(key), "predicate")
+    # The snapshot's readings first, as coverage.identity reads a person's snapshot (so the two
+    # compare like for like), then the signed fingerprint for what the shipped snapshot lacks
+    # (AICR computes the fingerprint from the raw snapshot, before redaction).
     for key in LABELS:
         if key != "aicr_version":
             put(key, from_snap.get(key), "snapshot")
+    for key in _FINGERPRINT_KEYS:
+        put(key, from_fp.get(key), "predicate")
     if snapshot is not None and _has_type(snapshot, "NetworkTopology"):
         put("fabric", _fabric(snapshot), "snapshot")
     put("aicr_version", _ctrf_tool_version(ctrf), "ctrf")

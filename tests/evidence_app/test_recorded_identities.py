@@ -52,13 +52,13 @@ def test_aicrs_redacted_example_bundle_names_what_its_redaction_removed(
     assert record["redaction"]["policy"] == "minimal"
     assert "snapshot.measurements.allowlist" in record["redaction"]["applied"]
     # Removed by AICR's minimal allowlist: redacted, never "not recorded", never a value.
-    for key in ("instance_type", "driver", "gpu_operator", "dra_driver", "fabric"):
+    for key in ("instance_type", "driver", "gpu_operator", "dra_driver", "fabric", "kernel"):
         assert state(record, key) == (None, REDACTED, ""), key
     # Kept by the allowlist but absent from this bundle: not recorded.
     for key in ("node_image", "gpu_count", "workload_images"):
         assert state(record, key) == (None, NOT_RECORDED, ""), key
     assert state(record, "aicr_version") == ("v0.19.0-example", RECORDED, "predicate")
-    assert state(record, "k8s_version") == ("1.33.0", RECORDED, "predicate")
+    assert state(record, "k8s_version") == ("1.33.0", RECORDED, "snapshot")
     # The predicate lists the validator images with an empty digest: named, digest not recorded.
     validators = [i for i in record["images"] if i["role"] == "validator"]
     assert [i["image"] for i in validators] == [
