@@ -87,6 +87,7 @@ def setup() -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+    call_command("collectstatic", verbosity=0, interactive=False)  # DEBUG=0 serves the manifest
     call_command("import_catalog", verbosity=0, stdout=io.StringIO())
 
 

@@ -335,3 +335,35 @@ def summary(statuses: Sequence[ProfileStatus]) -> dict[str, int]:
     for s in statuses:
         counts[s.status] += 1
     return counts
+
+
+# --- the consensus lens -----------------------------------------------------------------------
+
+LENS_PREFIX = "release:"  # consensus.grid.LENS_PREFIX
+LENS_CANDIDATES = 2000
+
+
+def lens_release(value: str) -> Release | None:
+    """The release a ``release:<id>`` lens names (None for any other value)."""
+    if not value.startswith(LENS_PREFIX) or not value[len(LENS_PREFIX) :].isdigit():
+        return None
+    return Release.objects.filter(pk=int(value[len(LENS_PREFIX) :])).first()
+
+
+def matching_evidence(release: Release, recipe: Recipe, ids: Sequence[int]) -> set[int]:
+    """Of ``ids`` (a recipe's eligible runs), those whose recorded identities equal the
+    release's and the profile's tuple, made for the recipe's current plan: what the release
+    lens counts. Checks are not asked here (consensus judges them); key-signed runs are kept
+    and labelled by the grid ("not accepted by AICR's upstream gate")."""
+    entry = next((p for p in release.profiles if p.get("recipe") == recipe.name), {})
+    expected = expected_identities(release, dict(entry.get("tuple") or {}))
+    rows = (
+        Evidence.objects.filter(pk__in=list(ids))
+        .order_by("-attested_at", "-pk")
+        .values_list("pk", "subject_digest", "predicate_type", "identities")[:LENS_CANDIDATES]
+    )
+    return {
+        pk
+        for pk, subject, ptype, identities in rows
+        if subject == _current_digest(recipe, ptype) and not differences(identities, expected)
+    }

@@ -499,3 +499,28 @@ def test_the_admin_declares_through_the_same_check(h100: Recipe) -> None:
     stored = Release.objects.get()
     assert stored.profiles == [{"recipe": h100.name, "tuple": {}}]
     assert stored.created_by == admin
+
+
+# --- the consensus lens ---------------------------------------------------------------------
+
+
+def test_the_release_lens_counts_only_evidence_whose_identities_match(h100: Recipe) -> None:
+    from evidence_app.consensus.grid import consensus_grid
+
+    matching = run(h100)
+    run(h100, operator=sha("5"))  # another operator build: not this release's identities
+    keyed = run(h100, signer=SignerFactory(kind=SignerKind.KEY, issuer="", identity=""))
+    release = declare()
+    grid = consensus_grid(recipe=h100, lens=f"release:{release.pk}")
+    assert grid.lens == f"release:{release.pk}"
+    assert {c.evidence.pk for c in grid.columns} == {matching.pk, keyed.pk}
+    assert "1 key-signed column: not accepted by AICR's upstream gate." in grid.lens_note
+    assert any(o.label == f"Identities of release {release.name}" for o in grid.lens_options)
+    everything = consensus_grid(recipe=h100)
+    assert len(everything.columns) == 3
+    assert everything.lens_note == ""
+    unknown = consensus_grid(recipe=h100, lens="release:999999")
+    assert unknown.lens == ""
+    assert "release:999999" in unknown.lens_error
+    html = Client().get(f"/recipes/{h100.name}/?lens=release:{release.pk}").content.decode()
+    assert "not accepted by AICR&#x27;s upstream gate" in html
