@@ -18,6 +18,7 @@ from evidence_app.api.qualifications import (
     QualificationListView,
     QualificationNdjsonExportView,
 )
+from evidence_app.api.releases import ReleaseViewSet
 from evidence_app.api.views import (
     EvidenceBundleView,
     EvidenceViewSet,
@@ -40,6 +41,7 @@ router.register("keys", SigningKeyViewSet, basename="key")
 router.register("pointers", PointerViewSet, basename="pointer")
 router.register("runs", RunViewSet, basename="run")
 router.register("clusters", ClusterViewSet, basename="cluster")
+router.register("releases", ReleaseViewSet, basename="release")
 
 urlpatterns = [
     re_path(

@@ -426,6 +426,10 @@ try:
 except ValueError as exc:
     raise ImproperlyConfigured(f"AICR_SUPPORTED_RANGE={AICR_SUPPORTED_RANGE!r}: {exc}") from None
 
+# Releases (evidence_app.releases): AICR's upstream gate accepts keyless evidence only; key-signed
+# evidence (an operator's own KMS key) qualifies a release's profile only when this is set.
+RELEASES_ACCEPT_KEY_SIGNED = env_bool("RELEASES_ACCEPT_KEY_SIGNED", default=False)
+
 # --- Validation runs (validators_app) ---------------------------------------------------------
 # Runs (RUNS): a running run whose worker sent no heartbeat for this long is taken over by the
 # next claim (the beat reaper re-enqueues it) and resumes at the check it was on.

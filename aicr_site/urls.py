@@ -7,6 +7,7 @@ from aicr_site import health, metrics
 from evidence_app.coverage.views import check_page
 from evidence_app.feeds import evidence_feed
 from evidence_app.qualifications.views import qualification_list
+from evidence_app.releases.views import release_badge
 from recipes_app import views as recipe_views
 
 # Errors in the shape each route speaks: JSON under /api/ and /v1/, a small page elsewhere.
@@ -19,11 +20,14 @@ urlpatterns = [
     path("", recipe_views.home, name="home"),
     path("recipes/", include("recipes_app.urls")),
     path("badges/<str:name>.svg", recipe_views.recipe_badge, name="badge"),
+    path("badges/releases/<int:pk>.svg", release_badge, name="release-badge"),
     path("feeds/evidence.atom", evidence_feed, name="evidence-feed"),
     path("clusters/", include("validators_app.clusters_urls")),
     path("runs/", include("validators_app.runs_urls")),
     path("check/", check_page, name="check"),
     path("qualifications/", qualification_list, name="qualifications"),
+    # Releases and their "Qualified profiles" (AICR's operator support policy, live).
+    path("releases/", include("evidence_app.releases.urls")),
     # /evidence/, /evidence/new/, /evidence/<id>/, /signers/<slug>/
     path("", include("evidence_app.urls")),
     # Failed sign-ins here and at /admin/login/ are throttled by django-axes (settings.py).

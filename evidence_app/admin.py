@@ -25,6 +25,7 @@ from evidence_app.models import (
     ApiToken,
     Evidence,
     EvidencePointer,
+    Release,
     Role,
     Signer,
     SignerClassChange,
@@ -32,6 +33,7 @@ from evidence_app.models import (
     TrustRoot,
     UploadLog,
 )
+from evidence_app.releases.declare import ReleaseInputError, release_declare, release_fields
 from evidence_app.services import allowlist_sync, keys, pointers, signers, tokens, trust_roots
 from evidence_app.services.withdrawal import WithdrawalError, evidence_withdraw
 from evidence_app.verification.summary_bundle import SummaryBundleError, read_archive
@@ -567,3 +569,53 @@ class EvidencePointerAdmin(ReadOnlyAdmin):
     list_filter = ["state", "claimed_class"]
     search_fields = ["path", "recipe", "signer_identity", "source"]
     raw_id_fields = ["upload", "evidence"]
+
+
+# --- releases -------------------------------------------------------------------------------
+
+
+class ReleaseForm(forms.ModelForm):
+    """A declaration checked by ``releases.declare`` (the API's check), stored by it too."""
+
+    class Meta:
+        model = Release
+        fields = [
+            "name",
+            "operator_image",
+            "operator_chart",
+            "aicr_image",
+            "validator_images",
+            "profiles",
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        try:
+            self.cleaned_data.update(release_fields(self.cleaned_data))
+        except ReleaseInputError as exc:
+            field = exc.field.split("[", 1)[0].split(".", 1)[0]
+            self.add_error(field if field in self.fields else None, str(exc))
+        return self.cleaned_data
+
+
+@admin.register(Release)
+class ReleaseAdmin(admin.ModelAdmin):
+    """Declared by maintainers; immutable afterwards (an image rebuild is a new release)."""
+
+    form = ReleaseForm
+    list_display = ["name", "operator_image", "created_by", "created_at"]
+    readonly_fields = ["created_by", "created_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return Role.MAINTAINER in admin_roles(request) and super().has_add_permission(request)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and super().has_change_permission(request, obj)
+
+    def save_model(self, request: HttpRequest, obj: Release, form: Any, change: bool) -> None:
+        saved = release_declare(
+            {name: form.cleaned_data[name] for name in ReleaseForm.Meta.fields}, by=request.user
+        )
+        obj.pk = saved.pk
+        obj.created_by = saved.created_by
+        obj.created_at = saved.created_at

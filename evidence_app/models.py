@@ -332,6 +332,15 @@ class Evidence(models.Model):
             "the bundle does not record one), read from the stored bytes at ingest."
         ),
     )
+    identities: models.JSONField[dict[str, Any], dict[str, Any]] = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text=(
+            "Every identity the bundle records, each with its source (predicate, snapshot, "
+            "BOM, CTRF, recipe) and state (recorded, redacted, not-recorded), and the images "
+            "it names (coverage.recorded), read from the stored bytes at ingest."
+        ),
+    )
     gpu_model = models.CharField(
         max_length=200, blank=True, help_text="identity['gpu_model'], a column to sort on."
     )
@@ -630,3 +639,38 @@ class PublicationDocument(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class Release(models.Model):
+    """What a maintainer declares qualified: an operator release (its image and chart), the
+    deployment inputs it ships (the AICR image, the validator images) and the profiles
+    (recipes) it claims, each optionally with its hardware/software tuple. Immutable once
+    declared: an image rebuild is a new release (AICR's policy: a qualification covers exact
+    digests). Whether each profile is qualified is computed, never stored
+    (``evidence_app.releases.status``)."""
+
+    name = models.CharField(max_length=200, unique=True)
+    operator_image = models.CharField(max_length=500, help_text="repo@sha256:<64 hex>.")
+    operator_chart = models.CharField(max_length=500, help_text="repo@sha256:<64 hex>.")
+    aicr_image = models.CharField(max_length=500, help_text="repo@sha256:<64 hex>.")
+    validator_images: models.JSONField[list[dict[str, str]], list[dict[str, str]]] = (
+        models.JSONField(default=list, help_text='[{"image": repo, "digest": "sha256:…"}]')
+    )
+    profiles: models.JSONField[list[dict[str, Any]], list[dict[str, Any]]] = models.JSONField(
+        default=list,
+        help_text='[{"recipe": name, "tuple": {identity: value}}]: the profiles it claims.',
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"release {self.name}"
+
+    @property
+    def claimed(self) -> list[str]:
+        return [str(p.get("recipe")) for p in self.profiles]

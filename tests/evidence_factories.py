@@ -16,7 +16,11 @@ import factory
 
 from evidence_app.consensus import stored
 from evidence_app.corroborate.allowlist import source_id
-from evidence_app.coverage.stored import gpu_count_number, identity_of_stored
+from evidence_app.coverage.stored import (
+    gpu_count_number,
+    identities_of_stored,
+    identity_of_stored,
+)
 from evidence_app.models import Container, Evidence, Signer, SignerClass, SignerKind, Verdict
 from evidence_app.services.versions import version_key
 from recipes_app.models import Recipe
@@ -156,6 +160,7 @@ class EvidenceFactory(factory.django.DjangoModelFactory):
     identity = factory.LazyAttribute(identity_of_stored)
     gpu_model = factory.LazyAttribute(lambda o: (o.identity.get("gpu_model") or "")[:200])
     gpu_count = factory.LazyAttribute(lambda o: gpu_count_number(o.identity.get("gpu_count")))
+    identities = factory.LazyAttribute(identities_of_stored)
 
     @factory.post_generation
     def stored_consensus(self, create: bool, extracted: object, **kwargs: object) -> None:

@@ -77,7 +77,17 @@ class CheckEvidenceSerializer(serializers.Serializer):
     matches = serializers.ListField(child=serializers.CharField())
     differs = serializers.ListField(child=serializers.CharField())
     notRecorded = serializers.ListField(
-        child=serializers.CharField(), help_text="In the snapshot but not in the evidence."
+        child=serializers.CharField(),
+        help_text="In the snapshot, not in the evidence, and not for its redaction.",
+    )
+    redacted = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="In the snapshot; removed from the evidence by AICR's redaction policy (its "
+        "redaction block says so): publishing with --full would settle them.",
+    )
+    matchesAsRecorded = serializers.BooleanField(
+        help_text="Same recipe, every identity the evidence records matches, and the only gaps "
+        "are redacted ones."
     )
     notInSnapshot = serializers.ListField(
         child=serializers.CharField(), help_text="In the evidence but not in the snapshot."
@@ -107,7 +117,13 @@ class CheckOutputSerializer(serializers.Serializer):
     evidence = CheckEvidenceSerializer(many=True)
     verdict = serializers.CharField()
     covered = serializers.BooleanField(
-        help_text="Counted evidence ran on this exact tuple and the readiness constraints pass."
+        help_text="Counted evidence ran on this tuple (every identity it records matches, the "
+        "only gaps redacted by AICR's policy) and the readiness constraints pass."
+    )
+    settle = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="What would settle each identity the evidence cannot confirm (redacted: "
+        "publish with --full; not recorded; not in the snapshot).",
     )
 
 

@@ -55,7 +55,7 @@ from evidence_app.corroborate import (
     order_versions_newest_first,
     parse_rfc3339,
 )
-from evidence_app.models import Evidence, Signer, supported_range_q
+from evidence_app.models import Evidence, Release, Signer, SignerKind, supported_range_q
 from evidence_app.selectors import HEAVY_FIELDS
 from evidence_app.services.staleness import StaleReason, staleness_bulk
 from evidence_app.services.versions import supported_range
@@ -164,6 +164,9 @@ class ConsensusGrid:
     lens: str
     lens_error: str
     lens_options: list[LensOption]
+    # Set for a release lens: what it counts, and that key-signed columns would not pass
+    # AICR's upstream gate.
+    lens_note: str = field(default="", kw_only=True)
     columns: list[Column]  # every column: the states are computed over all of them
     phases: list[GridPhase]  # rows' cells and phase summaries: the shown columns only
     consensus: RecipeConsensus
@@ -302,13 +305,20 @@ def _shown_columns(columns: Sequence[Column], show_all: bool) -> list[Column]:
     return [c for c in columns if id(c) in keep]
 
 
+# ``release:<id>``: the lens of a release's identities (releases.status; imported where used,
+# since releases.status reads the consensus rules).
+LENS_PREFIX = "release:"
+UPSTREAM_GATE = "not accepted by AICR's upstream gate"
+
+
 @dataclass(frozen=True)
 class _Lens:
     """The lens asked for, checked against the AICR versions that have eligible runs."""
 
-    version: str  # "" = latest run per signer
+    version: str  # "" = latest run per signer; "release:<id>" = a release's identities
     error: str
     versions: list[str]  # newest first
+    releases: tuple[tuple[int, str], ...] = ()  # releases claiming the recipe: (id, name)
 
     @property
     def options(self) -> list[LensOption]:
@@ -317,11 +327,35 @@ class _Lens:
             LensOption(value=v, label=f"AICR {v}", selected=v == self.version)
             for v in self.versions
         ]
+        options += [
+            LensOption(
+                value=f"{LENS_PREFIX}{pk}",
+                label=f"Identities of release {name}",
+                selected=self.version == f"{LENS_PREFIX}{pk}",
+            )
+            for pk, name in self.releases
+        ]
         return options
 
 
-def _lens(mine: QuerySet[Evidence], asked: str, *, has_evidence: bool) -> _Lens:
-    """``asked`` if some eligible run has that AICR version, else the default lens (and why)."""
+def _lens(
+    mine: QuerySet[Evidence], asked: str, *, has_evidence: bool, recipe_name: str = ""
+) -> _Lens:
+    """``asked`` if some eligible run has that AICR version (or it names a release claiming
+    the recipe: ``release:<id>``), else the default lens (and why)."""
+    releases = tuple(
+        (r.pk, r.name)
+        for r in Release.objects.only("pk", "name", "profiles").order_by("-created_at")[:50]
+        if recipe_name in r.claimed
+    )
+    if asked.startswith(LENS_PREFIX):
+        if any(f"{LENS_PREFIX}{pk}" == asked for pk, _ in releases):
+            return _Lens(version=asked, error="", versions=[], releases=releases)
+        error = (
+            f"No release claiming this recipe is “{asked}”; showing each signer's latest "
+            "run instead."
+        )
+        return _Lens(version="", error=error, versions=[], releases=releases)
     versions: list[str] = []
     if has_evidence:
         # A run without an AICR version cannot be picked by version; it still shows in the
@@ -336,15 +370,24 @@ def _lens(mine: QuerySet[Evidence], asked: str, *, has_evidence: bool) -> _Lens:
             f"No counted or reported evidence was produced with AICR version “{asked}”; "
             "showing each signer's latest run instead."
         )
-        return _Lens(version="", error=error, versions=versions)
-    return _Lens(version=asked, error="", versions=versions)
+        return _Lens(version="", error=error, versions=versions, releases=releases)
+    return _Lens(version=asked, error="", versions=versions, releases=releases)
 
 
-def _selected_runs(mine: QuerySet[Evidence], lens: str) -> list[Evidence]:
+def _selected_runs(
+    mine: QuerySet[Evidence], lens: str, recipe: Recipe | None = None
+) -> list[Evidence]:
     """Each column's newest eligible run for the lens, without the bytes, the transcript or
-    the predicate beyond its phase summaries (one windowed query)."""
+    the predicate beyond its phase summaries (one windowed query; a release lens first reads
+    which runs record the release's identities)."""
     candidates = eligible(mine)
-    if lens:
+    from evidence_app.releases.status import lens_release, matching_evidence
+
+    release = lens_release(lens) if recipe is not None else None
+    if release is not None and recipe is not None:
+        ids = list(candidates.values_list("pk", flat=True))
+        candidates = candidates.filter(pk__in=sorted(matching_evidence(release, recipe, ids)))
+    elif lens:
         candidates = candidates.filter(aicr_version=lens)
     partition = ["signer_id", "is_simulated"]
     if supported_range().enabled:
@@ -461,12 +504,14 @@ def consensus_grid(
         n=Count("pk"), withdrawn=Count("pk", filter=Q(withdrawn_at__isnull=False))
     )
     evidence_count: int = counts["n"]
-    chosen = _lens(mine, (lens or "").strip()[:100], has_evidence=bool(evidence_count))
+    chosen = _lens(
+        mine, (lens or "").strip()[:100], has_evidence=bool(evidence_count), recipe_name=recipe.name
+    )
     selected: list[Evidence] = []
     recent: list[Evidence] = []
     withdrawn: list[Evidence] = []
     if evidence_count:
-        selected = _selected_runs(mine, chosen.version)
+        selected = _selected_runs(mine, chosen.version, recipe)
         recent, withdrawn = _recent_and_withdrawn(mine)
     shown = {e.pk: e for e in [*selected, *recent, *withdrawn]}
     stale = staleness_bulk(list(shown.values()))
@@ -476,7 +521,16 @@ def consensus_grid(
     _read_cell_details(shown_columns)
     declared = declared_checks(recipe.checks)
     consensus = recipe_consensus(declared, [_run_of(c) for c in columns])
+    note = ""
+    if chosen.version.startswith(LENS_PREFIX):
+        keyed = len([c for c in columns if c.signer.kind == SignerKind.KEY])
+        note = (
+            "Counts only evidence whose recorded identities equal the release's (its images "
+            "and the profile's tuple) for the current plan."
+            + (f" {keyed} key-signed column{'s' * (keyed != 1)}: {UPSTREAM_GATE}." if keyed else "")
+        )
     return ConsensusGrid(
+        lens_note=note,
         recipe_name=recipe.name,
         lens=chosen.version,
         lens_error=chosen.error,

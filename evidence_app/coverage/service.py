@@ -6,8 +6,12 @@ mode (overlays whose constraints fail are excluded, AICR step 11), evaluates the
 readiness constraints with the validation runs' evaluator (AICR's operators and messages), and
 compares the snapshot's identity tuple with every counted evidence of that recipe.
 
-Nothing here stores the snapshot or writes to the database. Each evidence's identity tuple is
-read once from its stored bytes and cached by sha256 (the bytes never change).
+Nothing here stores the snapshot or writes to the database. Each evidence's identities are the
+ones recorded at ingest (``Evidence.identities``, with what its redaction removed): nothing is
+re-read from the bytes per request, so a recipe's first check costs what a warm one does.
+A difference is one of three things: ``differs`` (both sides record it, unequal), ``redacted``
+(the evidence's redaction block says AICR's policy removed it: ``--full`` would settle it) and
+``not recorded``; every recorded identity matching with only redacted gaps covers the cluster.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ from .identity import (
     compare,
     identity_of,
 )
+from .recorded import REDACTED
+from .recorded import identity as recorded_identity
 from .snapshot_input import SnapshotInputError, read_snapshot_input
 from .stored import identity_of_stored
 
@@ -84,9 +90,11 @@ class EvidenceMatch:
     same_recipe: bool
     matches: list[str]
     differs: list[str]
-    not_recorded: list[str]  # by the evidence (the snapshot has it)
+    not_recorded: list[str]  # by the evidence (the snapshot has it), not for redaction
     not_in_snapshot: list[str]  # the evidence records it, the snapshot does not
     values: dict[str, dict[str, str | None]]  # per differing identity: both values
+    # The snapshot has it; the evidence's own redaction block says AICR's policy removed it.
+    redacted: list[str] = field(default_factory=list)
 
     @property
     def exact(self) -> bool:
@@ -94,7 +102,20 @@ class EvidenceMatch:
             self.same_recipe
             and not self.differs
             and not self.not_recorded
+            and not self.redacted
             and not (self.not_in_snapshot)
+        )
+
+    @property
+    def matches_as_recorded(self) -> bool:
+        """Every identity the evidence records matches the snapshot, and the only gaps are
+        what AICR's redaction removed (the default for every published bundle)."""
+        return (
+            self.same_recipe
+            and bool(self.matches)
+            and not self.differs
+            and not self.not_recorded
+            and not self.not_in_snapshot
         )
 
 
@@ -144,14 +165,41 @@ class CheckResult:
                     "matches": e.matches,
                     "differs": e.differs,
                     "notRecorded": e.not_recorded,
+                    "redacted": e.redacted,
                     "notInSnapshot": e.not_in_snapshot,
+                    "matchesAsRecorded": e.matches_as_recorded,
                     "values": e.values,
                 }
                 for e in self.evidence
             ],
             "verdict": self.verdict,
             "covered": self.covered,
+            "settle": self.settle,
         }
+
+    @property
+    def settle(self) -> list[str]:
+        """What would settle each identity the evidence cannot confirm, in words."""
+        out = []
+        redacted = sorted({k for e in self.evidence for k in e.redacted})
+        if redacted:
+            out.append(
+                f"{_names([k for k in LABELS if k in redacted])}: redacted by AICR's policy in "
+                "the evidence; publish it with `aicr validate --full` to record them"
+            )
+        unrecorded = sorted({k for e in self.evidence for k in e.not_recorded})
+        if unrecorded:
+            out.append(
+                f"{_names([k for k in LABELS if k in unrecorded])}: not recorded by the "
+                "evidence; a run with an AICR version that records them would"
+            )
+        missing = sorted({k for e in self.evidence for k in e.not_in_snapshot})
+        if missing:
+            out.append(
+                f"{_names([k for k in LABELS if k in missing])}: not in your snapshot; take "
+                "it again (aicr snapshot) so they can be compared"
+            )
+        return out
 
 
 # --- inputs -----------------------------------------------------------------------------------
@@ -266,6 +314,8 @@ class _Row:
     aicr_version: str
     signer_id: int
     signer_label: str
+    identities: dict[str, Any]  # Evidence.identities, recorded at ingest
+    identity: dict[str, str | None]  # Evidence.identity (rows stored before 0011's record)
 
 
 def counted_evidence(recipe_names: Sequence[str]) -> list[_Row]:
@@ -281,23 +331,34 @@ def counted_evidence(recipe_names: Sequence[str]) -> list[_Row]:
             "aicr_version",
             "signer_id",
             "signer__label",
+            "identities",
+            "identity",
         )
     )
     return [_Row(*row) for row in rows]
 
 
+def stored_identity(row: _Row) -> tuple[dict[str, str | None], frozenset[str]]:
+    """The identity tuple recorded at ingest, and the keys its bundle's redaction removed
+    (read from the row: nothing is re-read from the bytes per request)."""
+    if not row.identities:
+        return {k: row.identity.get(k) for k in LABELS}, frozenset()
+    found = {k: recorded_identity(row.identities, k) for k in LABELS}
+    return (
+        {k: i.value for k, i in found.items()},
+        frozenset(k for k, i in found.items() if i.state == REDACTED),
+    )
+
+
 def _matches(
-    rows: Sequence[_Row],
-    cluster: Mapping[str, str | None],
-    identities: Mapping[int, Mapping[str, str | None]],
-    digest: str,
+    rows: Sequence[_Row], cluster: Mapping[str, str | None], digest: str
 ) -> list[EvidenceMatch]:
     """One comparison per distinct identity tuple (many records share one), one row each."""
-    by_tuple: dict[tuple[str | None, ...], Comparison] = {}
+    by_tuple: dict[tuple[object, ...], Comparison] = {}
     out = []
     for row in rows:
-        theirs = identities[row.pk]
-        key = tuple(theirs.get(k) for k in LABELS)
+        theirs, redacted = stored_identity(row)
+        key = (*(theirs.get(k) for k in LABELS), redacted)
         c = by_tuple.get(key)
         if c is None:
             c = by_tuple[key] = compare(cluster, theirs)
@@ -311,11 +372,12 @@ def _matches(
                 same_recipe=row.subject_digest == digest,
                 matches=c.matches,
                 differs=c.differs,
-                not_recorded=c.not_recorded,
+                not_recorded=[k for k in c.not_recorded if k not in redacted],
                 not_in_snapshot=c.not_in_snapshot,
                 values={
                     k: {"snapshot": cluster.get(k), "evidence": theirs.get(k)} for k in c.differs
                 },
+                redacted=[k for k in c.not_recorded if k in redacted],
             )
         )
     return out
@@ -350,14 +412,28 @@ def verdict_of(result: CheckResult) -> tuple[str, bool]:
         signers = len({e.signer_id for e in exact})
         text = f"validated on this exact tuple by {signers} signer{'s' * (signers != 1)}"
         return prefix + text, not failing
+    as_recorded = [e for e in result.evidence if e.matches_as_recorded]
+    if as_recorded:
+        signers = len({e.signer_id for e in as_recorded})
+        redacted = sorted({k for e in as_recorded for k in e.redacted})
+        text = (
+            f"validated by {signers} signer{'s' * (signers != 1)} on a tuple whose every "
+            f"recorded identity matches; {len(redacted)} redacted by AICR's policy "
+            f"({_names([k for k in LABELS if k in redacted])}), which publishing with "
+            "`aicr validate --full` would settle"
+        )
+        return prefix + text, not failing
     same = [e for e in result.evidence if e.same_recipe] or result.evidence
     if all_same := [e for e in same if not e.differs]:
         gaps = sorted({k for e in all_same for k in e.not_recorded + e.not_in_snapshot})
-        return (
+        redacted = sorted({k for e in all_same for k in e.redacted})
+        text = (
             prefix + "validated on a tuple that matches as far as it is recorded; not recorded "
-            f"on one side: {_names([k for k in LABELS if k in gaps])}",
-            False,
+            f"on one side: {_names([k for k in LABELS if k in gaps])}"
         )
+        if redacted:
+            text += f"; redacted by AICR's policy: {_names([k for k in LABELS if k in redacted])}"
+        return text, False
     closest = min(same, key=lambda e: (len(e.differs), -e.attested_at.timestamp()))
     what = _names(closest.differs) or "recipe"
     if not closest.same_recipe and not closest.differs:
@@ -436,5 +512,4 @@ def _fill(
         return
     result.recipe = recipes[0].name
     rows = counted_evidence([r.name for r in recipes])
-    identities = evidence_identities([(r.pk, r.sha256) for r in rows])
-    result.evidence = _matches(rows, result.identity, identities, recipes[0].digest)
+    result.evidence = _matches(rows, result.identity, recipes[0].digest)

@@ -1,18 +1,20 @@
 """The identity tuple of one stored evidence record, read from its bytes.
 
 One reading for every consumer: ingest stores it on the row (``identity_columns``, so the
-qualifications table sorts and filters in SQL), migration 0010 fills the rows stored before
-that, and ``service.evidence_identities`` reads it for records it has not cached yet.
+qualifications table sorts and filters in SQL; ``identities_of_stored`` for every recorded
+identity with its source and state, ``Evidence.identities``), migrations 0010 and 0011 fill
+the rows stored before that. Nothing recomputes them per request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from evidence_app.json_shapes import Predicate
 
 from .identity import identity_from_fingerprint, identity_of, merged
+from .recorded import parse_json, recorded_identities
 from .snapshot_input import SnapshotInputError, read_snapshot_input
 
 SUMMARY_BUNDLE = "summary-bundle"  # Container.SUMMARY_BUNDLE, without importing the models
@@ -47,6 +49,75 @@ def identity_of_stored(evidence: StoredEvidence) -> dict[str, str | None]:
     except (SummaryBundleError, SnapshotInputError, KeyError, OSError, ValueError):
         return base
     return merged(identity_of(snapshot, aicr_version=aicr_version), base)
+
+
+ValuesReader = Callable[[str], Any]  # a catalog values file by path, parsed (None: absent)
+
+
+def _bundle_files(evidence: StoredEvidence) -> Mapping[str, bytes]:
+    if evidence.container != SUMMARY_BUNDLE:
+        return {}
+    from evidence_app.verification.summary_bundle import SummaryBundleError, open_summary_bundle
+
+    try:
+        return open_summary_bundle(bytes(evidence.content)).files
+    except (SummaryBundleError, OSError, ValueError):
+        return {}
+
+
+def _allocation(read: ValuesReader | None) -> Callable[[Mapping[str, Any]], str | None]:
+    def resolve(recipe: Mapping[str, Any]) -> str | None:
+        # Imported here: validators_app's orchestrator is not needed for bundle-less rows.
+        from validators_app.orchestrator.allocation import resolve_gpu_allocation_policy
+        from validators_app.orchestrator.model import InvalidRecipeInput
+
+        try:
+            return resolve_gpu_allocation_policy(recipe, read=read or (lambda _path: None))
+        except (InvalidRecipeInput, ValueError, TypeError, KeyError):
+            # A contradictory configuration, or a values file this site does not hold: the
+            # bundle does not tell the policy, so it is "not recorded", never guessed.
+            return None
+
+    return resolve
+
+
+def identities_of_stored(
+    evidence: StoredEvidence, *, read_values: ValuesReader | None = None
+) -> dict[str, Any]:
+    """``coverage.recorded.recorded_identities`` of a stored row: its predicate, and for a
+    summary bundle its snapshot, BOM, CTRF and recipe (``read_values``: the values files of
+    the catalog the recipe came from, for the GPU allocation policy)."""
+    files = _bundle_files(evidence)
+    snapshot = None
+    if "snapshot.yaml" in files:
+        try:
+            snapshot = read_snapshot_input(files["snapshot.yaml"])
+        except SnapshotInputError:
+            snapshot = None
+    recipe = None
+    if "recipe.yaml" in files:
+        from evidence_app.attestation.snapshot import SnapshotError, parse_snapshot
+
+        try:
+            recipe = parse_snapshot(files["recipe.yaml"].decode("utf-8"))
+        except (SnapshotError, UnicodeDecodeError):
+            recipe = None
+    ctrf = [
+        doc
+        for path in sorted(files)
+        if path.startswith("ctrf/") and (doc := parse_json(files[path])) is not None
+    ]
+    predicate: Mapping[str, Any] = evidence.predicate
+    if not predicate.get("aicrVersion") and evidence.aicr_version:
+        predicate = {**predicate, "aicrVersion": evidence.aicr_version}
+    return recorded_identities(
+        predicate,
+        snapshot=snapshot,
+        bom=parse_json(files.get("bom.cdx.json")),
+        ctrf=ctrf,
+        recipe=recipe,
+        allocation=_allocation(read_values),
+    )
 
 
 def gpu_count_number(text: str | None) -> int | None:

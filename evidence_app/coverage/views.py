@@ -34,7 +34,12 @@ def _view(result: CheckResult) -> dict[str, Any]:
     origin = {"snapshot": "from the snapshot", "stated": "stated"}
     evidence = []
     for e in result.evidence:
-        unknown = [LABELS[k] for k in e.not_recorded]
+        unknown = [f"not recorded: {LABELS[k]}" for k in e.not_recorded]
+        if e.redacted:
+            unknown.append(
+                "redacted by AICR's policy (publish with --full to record): "
+                + ", ".join(LABELS[k] for k in e.redacted)
+            )
         if e.not_in_snapshot:
             unknown.append(
                 "not in your snapshot: " + ", ".join(LABELS[k] for k in e.not_in_snapshot)
@@ -61,6 +66,7 @@ def _view(result: CheckResult) -> dict[str, Any]:
         "sentence": guidance.sentence(result.verdict),
         "completions": guidance.completions(result),
         "next_steps": guidance.next_steps(result),
+        "settle": result.settle,
     }
 
 

@@ -121,7 +121,7 @@ def drop_triggers(apps: Any, schema_editor: Any) -> None:
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evidence_app', '0010_evidence_identity_columns'),
+        ('evidence_app', '0011_releases_recorded_identities'),
         ('recipes_app', '0006_consensus_rules'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

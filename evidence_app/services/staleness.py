@@ -26,6 +26,15 @@ Reasons (codes, in display order):
                                 does not now (from ``SignerClassChange``);
 ``withdrawn``                   withdrawn by its contributor or a maintainer.
 
+Relative to what a person compares the record with (a release's declared identities, or the
+snapshot of their cluster), not to the record alone, so outside ``CODES`` (the stored badges,
+``?stale=`` and the SQL filter judge records alone):
+
+``identity-changed``            a recorded identity differs from the release's (or the
+                                snapshot's): "<identity> changed from <recorded> to <expected>"
+                                (``identity_reasons``; AICR's policy: a qualification covers
+                                exact identities and stops applying when one changes).
+
 ``staleness_reasons`` judges one record from given facts; ``staleness_bulk`` gathers those facts
 for a list in a fixed number of queries; ``stale_filter`` asks the same question in SQL (for
 ``?stale=true|false`` on paginated lists), using the digits-only version keys.
@@ -43,6 +52,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from evidence_app.corroborate.versions import compare
+from evidence_app.coverage.recorded import DIFFERS, Difference
 from evidence_app.models import Evidence, SignerClassChange, supported_range_q
 from evidence_app.services.versions import (
     INVALID_KEY,
@@ -70,6 +80,9 @@ CODES = (
     SIGNER_NOT_ALLOWLISTED,
     WITHDRAWN,
 )
+
+IDENTITY_CHANGED = "identity-changed"
+RELATIVE_CODES = (IDENTITY_CHANGED,)
 
 
 @dataclass(frozen=True)
@@ -222,6 +235,16 @@ def staleness_reasons(
             )
         )
     return reasons
+
+
+def identity_reasons(found: Iterable[Difference]) -> list[StaleReason]:
+    """One ``identity-changed`` reason per identity that differs (redacted and not-recorded
+    ones are not changes: nothing says they changed, only that they cannot be compared)."""
+    return [
+        StaleReason(IDENTITY_CHANGED, f"{d.label} changed from {d.recorded} to {d.expected}")
+        for d in found
+        if d.state == DIFFERS
+    ]
 
 
 def unsupported_sentence(version: str, *, what: str = "Made with") -> str:

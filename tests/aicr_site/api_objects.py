@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evidence_app.models import Evidence
+from evidence_app.models import Evidence, Release
+from evidence_app.releases.declare import release_declare
 from recipes_app.models import Recipe
 from tests.evidence_factories import EvidenceFactory
 from tests.validators_app.kubeconfigs import kubeconfig
@@ -18,6 +19,7 @@ class ApiObjects:
     evidence: Evidence
     cluster: Cluster
     run: ValidationRun
+    release: Release
 
 
 def api_objects_make(catalog: object) -> ApiObjects:
@@ -46,4 +48,13 @@ def api_objects_make(catalog: object) -> ApiObjects:
         pointer_path=f"recipes/evidence/{recipe.name}/{'0' * 32}/sha256-{'ab' * 32}.yaml",
         pointer_yaml=f"recipe: {recipe.name}\nschemaVersion: 1.0.0\n",
     )
-    return ApiObjects(recipe=recipe, evidence=evidence, cluster=cluster, run=run)
+    release = release_declare(
+        {
+            "name": "api",
+            "operator_image": "ghcr.io/o/op@sha256:" + "1" * 64,
+            "operator_chart": "ghcr.io/o/chart@sha256:" + "2" * 64,
+            "aicr_image": "ghcr.io/o/aicr@sha256:" + "3" * 64,
+            "profiles": [recipe.name],
+        }
+    )
+    return ApiObjects(recipe=recipe, evidence=evidence, cluster=cluster, run=run, release=release)

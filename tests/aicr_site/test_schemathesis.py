@@ -94,6 +94,7 @@ def objects(api_objects: ApiObjects) -> dict[str, Any]:
             "evidence": api_objects.evidence.pk,
             "clusters": api_objects.cluster.pk,
             "runs": api_objects.run.pk,
+            "releases": api_objects.release.pk,
         },
         "slug": api_objects.evidence.signer.slug,
         "name": api_objects.recipe.name,

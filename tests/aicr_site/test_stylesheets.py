@@ -38,6 +38,8 @@ PAGES: dict[str, Callable[[ApiObjects], str]] = {
     "recipe history": lambda o: f"/recipes/{o.recipe.name}/history/",
     "evidence list": lambda o: "/evidence/",
     "qualifications": lambda o: "/qualifications/",
+    "releases": lambda o: "/releases/",
+    "release": lambda o: f"/releases/{o.release.pk}/",
     "evidence": lambda o: f"/evidence/{o.evidence.pk}/",
     "compare picker": lambda o: f"/evidence/compare/?a={o.evidence.pk}",
     "compare": lambda o: f"/evidence/compare/?a={o.evidence.pk}&b={_second_record(o).pk}",

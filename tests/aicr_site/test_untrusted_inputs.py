@@ -68,6 +68,7 @@ ROUTES_FED = {
     "api:evidence-withdraw": "json-body",
     "api:key-list": "json-body",
     "api:run-list": "json-body",
+    "api:release-list": "json-body",
 }
 #: Route name → why it takes no YAML or JSON document.
 ROUTES_WITHOUT_DOCUMENTS = {
@@ -111,6 +112,12 @@ ROUTES_WITHOUT_DOCUMENTS = {
         "api:qualifications",
         "api:qualifications-csv",
         "api:qualifications-ndjson",
+        "api:release-detail",
+        "api:release-profiles",
+        "releases:list",
+        "releases:detail",
+        "releases:feed",
+        "release-badge",
         "health",
         "ready",
         "metrics",

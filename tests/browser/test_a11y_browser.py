@@ -58,6 +58,7 @@ class Objects:
 
 Path_ = Callable[[Objects], str]
 
+
 #: Route name → its page's path, built from the fixture objects.
 PAGES: dict[str, Path_] = {
     "home": lambda o: "/",
@@ -82,6 +83,8 @@ PAGES: dict[str, Path_] = {
     "clusters:detail": lambda o: f"/clusters/{o.api.cluster.pk}/",
     "clusters:settings": lambda o: f"/clusters/{o.api.cluster.pk}/settings/",
     "qualifications": lambda o: "/qualifications/",
+    "releases:list": lambda o: "/releases/",
+    "releases:detail": lambda o: f"/releases/{o.api.release.pk}/",
     "runs:list": lambda o: "/runs/",
     "runs:detail": lambda o: f"/runs/{o.api.run.pk}/",
     "api-docs": lambda o: "/api/docs/",
@@ -97,6 +100,8 @@ _JSON = "JSON (the API)"
 NOT_PAGES: dict[str, str] = {
     "badge": "an SVG badge (its text colours are the badge's own, on its own fill)",
     "evidence-feed": "an Atom feed",
+    "releases:feed": "an Atom feed",
+    "release-badge": "an SVG badge (the recipe badge's template)",
     "recipes:yaml": "YAML text",
     "evidence:pointer-yaml": "YAML text",
     "evidence:signer-key": "a PEM key as text",

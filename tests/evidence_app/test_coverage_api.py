@@ -127,6 +127,35 @@ def test_the_command_exits_0_only_when_covered(example_recipe: Recipe, tmp_path:
     assert json.loads(out)["covered"] is True
 
 
+def test_the_command_exits_0_when_every_recorded_identity_matches_and_counts_the_redacted(
+    example_recipe: Recipe, tmp_path: Path
+) -> None:
+    path = tmp_path / "snapshot.yaml"
+    path.write_text(as_yaml(full_snapshot()))
+    publish(example_recipe, full_snapshot(), redact=True)  # AICR's default: minimal policy
+    code, out = _command(str(path), "--intent", "training", "--platform", "kubeflow")
+    assert code == 0, out
+    assert (
+        "redacted by AICR's policy (4): GPU driver, GPU Operator, DRA driver, instance type" in out
+    )
+    assert "to settle: GPU driver, GPU Operator, DRA driver, instance type: redacted" in out
+    assert "4 redacted by AICR's policy" in out
+    code, out = _command(str(path), "--intent", "training", "--platform", "kubeflow", "--json")
+    answer = json.loads(out)
+    assert answer["evidence"][0]["redacted"] == [
+        "driver",
+        "gpu_operator",
+        "dra_driver",
+        "instance_type",
+    ]
+    assert answer["evidence"][0]["notRecorded"] == []
+    # A recorded identity that differs is still a difference: exit 1.
+    path.write_text(as_yaml(full_snapshot(kernel="6.8.0-1030-aws")))
+    code, out = _command(str(path), "--intent", "training", "--platform", "kubeflow")
+    assert code == 1
+    assert "differs: kernel" in out
+
+
 def test_the_command_exits_2_for_invalid_input(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_bytes(BILLION_LAUGHS.encode())

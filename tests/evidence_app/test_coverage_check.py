@@ -3,6 +3,7 @@ in words, and nothing claimed that the evidence does not record."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -10,9 +11,10 @@ from django.core.cache import cache
 
 from evidence_app.coverage import service
 from evidence_app.coverage.service import CheckInputError, check_snapshot
-from evidence_app.models import Evidence
+from evidence_app.models import Container, Evidence
 from recipes_app.models import Recipe
 from tests.evidence_app.coverage_data import as_yaml, full_snapshot, publish
+from tests.evidence_factories import EvidenceFactory, example_files, tarball
 from tests.shared_data import EVIDENCE_EXAMPLE_BUNDLE, MOCK_SNAPSHOT, SNAPSHOT_EXAMPLE
 
 pytestmark = pytest.mark.usefixtures("evidence_db")
@@ -72,18 +74,41 @@ def test_it_never_lets_one_tuple_cover_another(example_recipe: Recipe) -> None:
     assert not result.covered
 
 
-def test_it_says_not_recorded_for_redacted_evidence_instead_of_a_match(
+def test_it_says_redacted_not_differs_for_redacted_evidence_and_covers_as_recorded(
     example_recipe: Recipe,
 ) -> None:
-    # AICR's default redaction keeps no kernel sysctl, Helm releases or ClusterPolicy.
+    # AICR's default redaction keeps no Helm releases, ClusterPolicy or node labels: redacted by
+    # the bundle's own redaction block, never a difference and never a match.
     publish(example_recipe, full_snapshot(), redact=True)
     result = check_snapshot(as_yaml(full_snapshot()), STATED)
     (match,) = result.evidence
     assert not match.differs
-    assert {"driver", "gpu_operator", "dra_driver", "instance_type"} <= set(match.not_recorded)
+    assert set(match.redacted) == {"driver", "gpu_operator", "dra_driver", "instance_type"}
+    assert match.not_recorded == []
+    assert "kernel" in match.matches  # K8s.node kernel-version is on the allowlist
     assert not match.exact
-    assert result.verdict.startswith("validated on a tuple that matches as far as it is recorded")
-    assert "GPU driver" in result.verdict
+    assert match.matches_as_recorded
+    assert result.verdict == (
+        "validated by 1 signer on a tuple whose every recorded identity matches; 4 redacted by "
+        "AICR's policy (GPU driver, GPU Operator, DRA driver, instance type), which publishing "
+        "with `aicr validate --full` would settle"
+    )
+    assert result.covered
+    assert result.settle == [
+        "GPU driver, GPU Operator, DRA driver, instance type: redacted by AICR's policy in the "
+        "evidence; publish it with `aicr validate --full` to record them"
+    ]
+
+
+def test_a_redacted_bundle_that_differs_where_it_records_is_not_covered(
+    example_recipe: Recipe,
+) -> None:
+    publish(example_recipe, full_snapshot(kernel="6.8.0-1030-aws"), redact=True)
+    result = check_snapshot(as_yaml(full_snapshot()), STATED)
+    (match,) = result.evidence
+    assert match.differs == ["kernel"]
+    assert "instance_type" in match.redacted
+    assert result.verdict == "validated on a different tuple (kernel differs)"
     assert not result.covered
 
 
@@ -224,3 +249,30 @@ def test_it_checks_a_selected_profile_against_its_own_variant(real_catalog) -> N
     failing = [(c.name, c.expected, c.actual) for c in default_answer.constraints if not c.ok]
     assert failing == [("K8s.aks-gpu-pools.gpu-driver", "Install", "None")]
     assert default_answer.verdict.startswith("readiness constraints fail (K8s.aks-gpu-pools")
+
+
+def test_aicrs_own_redacted_example_bundle_reports_redacted_identities_as_redacted(
+    example_recipe: Recipe,
+) -> None:
+    """AICR's example bundle (``pkg/evidence/attestation.Emit``, minimal policy), stored with
+    its own bytes and the identities ingest records from them, checked with the snapshot it was
+    emitted from: what the redaction removed is "redacted", never a difference."""
+    files = example_files()
+    predicate = json.loads(files["summary-bundle/statement.intoto.json"])["predicate"]
+    stored = EvidenceFactory(
+        recipe=example_recipe,
+        container=Container.SUMMARY_BUNDLE,
+        content=tarball(files),
+        predicate=predicate,
+        aicr_version=predicate["aicrVersion"],
+        subject_digest=predicate["recipe"]["digest"],
+    )
+    result = check_snapshot(SNAPSHOT_EXAMPLE.read_bytes(), EXAMPLE_CRITERIA)
+    (match,) = result.evidence
+    assert match.id == stored.pk
+    assert match.differs == []
+    assert {"kernel", "gpu_operator", "dra_driver"} <= set(match.redacted)
+    assert not set(match.redacted) & set(match.matches)
+    assert {"k8s_version", "os", "os_version", "aicr_version"} <= set(match.matches)
+    assert "redacted by AICR's policy" in result.verdict
+    assert result.covered, result.verdict

@@ -21,6 +21,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from evidence_app.models import Evidence, UploadLog
+from evidence_app.releases.declare import release_declare
 from evidence_app.services.tokens import token_create, user_with_role
 from recipes_app.models import Catalog, Recipe
 from tests.evidence_factories import EvidenceFactory
@@ -71,6 +72,11 @@ MATRIX: list[tuple[str, str, str, dict[str, Any] | None, tuple[int, ...]]] = [
     ("api:qualifications", "get", "/api/v1/qualifications/", None, ALL_200),
     ("api:qualifications-csv", "get", "/api/v1/export/qualifications.csv", None, ALL_200),
     ("api:qualifications-ndjson", "get", "/api/v1/export/qualifications.ndjson", None, ALL_200),
+    # Releases: declared by maintainers, read by anyone (like the evidence they rest on).
+    ("api:release-list", "get", "/api/v1/releases/", None, ALL_200),
+    ("api:release-list", "post", "/api/v1/releases/", {}, MAINTAINER_WRITE_BAD_BODY),
+    ("api:release-detail", "get", "/api/v1/releases/{release}/", None, ALL_200),
+    ("api:release-profiles", "get", "/api/v1/releases/{release}/profiles/", None, ALL_200),
     ("aicr-dashboard:listing", "get", "/aicr/data/", None, ALL_200),
     ("aicr-dashboard:index", "get", "/aicr/data/index.json", None, ALL_200),
     ("aicr-dashboard:labels", "get", "/aicr/data/labels.json", None, ALL_200),
@@ -110,6 +116,10 @@ MATRIX: list[tuple[str, str, str, dict[str, Any] | None, tuple[int, ...]]] = [
     # Pages that are public like the API rows above.
     ("recipes:history", "get", "/recipes/{recipe}/history/", None, ALL_200),
     ("recipes:yaml", "get", "/recipes/{recipe}/recipe.yaml", None, ALL_200),
+    ("releases:list", "get", "/releases/", None, ALL_200),
+    ("releases:detail", "get", "/releases/{release}/", None, ALL_200),
+    ("releases:feed", "get", "/releases/{release}/feed.atom", None, ALL_200),
+    ("release-badge", "get", "/badges/releases/{release}.svg", None, ALL_200),
     (
         "recipes:history",
         "get",
@@ -169,6 +179,15 @@ def world(real_catalog: Catalog, evidence_db: None, settings: Any) -> dict[str, 
         aicr_run_id="20261201-000000-0123456789abcdef",
         ctrf=b'{"reportFormat": "CTRF"}\n',
     )
+    release = release_declare(
+        {
+            "name": "matrix",
+            "operator_image": "ghcr.io/o/op@sha256:" + "1" * 64,
+            "operator_chart": "ghcr.io/o/chart@sha256:" + "2" * 64,
+            "aicr_image": "ghcr.io/o/aicr@sha256:" + "3" * 64,
+            "profiles": [recipe.name],
+        }
+    )
     tokens = {
         role: token_create(user=user_with_role(username=f"m-{role}", role=role), role=role)[1]
         for role in ROLES[1:]
@@ -180,6 +199,7 @@ def world(real_catalog: Catalog, evidence_db: None, settings: Any) -> dict[str, 
         "upload": upload.pk,
         "cluster": cluster.pk,
         "run": run.pk,
+        "release": release.pk,
         "tokens": tokens,
     }
 

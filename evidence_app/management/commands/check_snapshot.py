@@ -1,7 +1,9 @@
 """``manage.py check_snapshot FILE``: does the counted evidence cover this cluster? (for CI)
 
-Exit codes a CI job can use: 0 covered (counted evidence ran on this exact tuple and the
-readiness constraints pass), 1 not covered (prints the verdict and what differs), 2 the
+Exit codes a CI job can use: 0 covered (counted evidence ran on this tuple: every identity it
+records matches, the only gaps being what AICR's redaction removed, and the readiness
+constraints pass; it says how many were redacted), 1 not covered (prints the verdict and what
+differs, what is redacted and what is not recorded, and what would settle each), 2 the
 snapshot or the criteria are invalid. ``--json`` prints the API's answer instead.
 """
 
@@ -75,7 +77,14 @@ class Command(BaseCommand):
             line = f"evidence {e.id} ({e.signer_label}): {'exact' if e.exact else 'not exact'}"
             if differs:
                 line += f"; differs: {differs}"
+            if e.redacted:
+                line += (
+                    f"; redacted by AICR's policy ({len(e.redacted)}): "
+                    f"{', '.join(LABELS[k] for k in e.redacted)}"
+                )
             if e.not_recorded:
                 line += f"; not recorded: {', '.join(LABELS[k] for k in e.not_recorded)}"
             self.stdout.write(line)
+        for hint in result.settle:
+            self.stdout.write(f"to settle: {hint}")
         self.stdout.write(f"verdict: {result.verdict}")

@@ -9,7 +9,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 
 from evidence_app.consensus.stored import evidence_stored as refresh_consensus
-from evidence_app.coverage.stored import identity_columns
+from evidence_app.coverage.stored import identities_of_stored, identity_columns
 from evidence_app.exports.artefact import publication_changed
 from evidence_app.models import Allowlist, Evidence, Signer, UploadOutcome, Verdict
 from evidence_app.services import signers
@@ -17,6 +17,7 @@ from evidence_app.services.ingest.result import IngestResult
 from evidence_app.services.ingest.rows import column_of, insert_row
 from evidence_app.services.ingest.upload_log import Upload, log_upload
 from evidence_app.services.signers import SignerDecision
+from recipes_app.catalog_values import catalog_values_reader
 
 
 def _existing(
@@ -125,6 +126,12 @@ def _store_once(
     # The identity tuple as columns, in the same row: the qualifications table sorts on them.
     for column, value in identity_columns(evidence).items():
         setattr(evidence, column, value)
+    # Every recorded identity with its source and state, once, here: releases and /check/
+    # compare the stored record and never re-read the bytes per request.
+    catalog_id = evidence.recipe.catalog_id if evidence.recipe_id else None
+    evidence.identities = identities_of_stored(
+        evidence, read_values=catalog_values_reader(catalog_id)
+    )
     insert_row(evidence)
     refresh_consensus(evidence)  # the recipe's stored consensus badge, in this transaction
     publication_changed()  # /aicr/data/ rebuilt by a task after the commit (no statement here)
