@@ -547,6 +547,9 @@ CELERY_BEAT_SCHEDULE["consensus-refresh-expired"] = {
 # The AICR publication (/aicr/data/, evidence_app.exports.artefact): a change queues one
 # rebuild this many seconds later, so a burst of uploads is built once.
 PUBLICATION_DEBOUNCE_SECONDS = float(os.environ.get("PUBLICATION_DEBOUNCE_SECONDS", "2"))
+# Who builds it: a worker, queued after each change, wherever a broker exists; otherwise the
+# first read after a change, in place.
+PUBLICATION_BUILT_BY_WORKER = not CELERY_TASK_ALWAYS_EAGER
 # Evidence pointers (`manage.py import_evidence`): a pending pointer is tried again after
 # BASE * 2^(tries-1) seconds, at most MAX; beat looks for due ones every TICK seconds. Which
 # registries a pointer may pull from is the OCI path's policy (EVIDENCE_OCI_ENABLED and an

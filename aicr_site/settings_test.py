@@ -14,3 +14,8 @@ os.environ.setdefault("DEBUG", "1")
 from aicr_site.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# The suite's Celery workers exist only inside the tests that start one (CI sets REDIS_URL, so
+# nothing would build the publication): reads build it in place, and the tests of the queued
+# build (tests/evidence_app/test_publication_artefact.py) turn this on.
+PUBLICATION_BUILT_BY_WORKER = False

@@ -17,8 +17,9 @@ hole as much as a speed one. Now:
   it was built and whether a rebuild is pending. Without a build yet it answers 503 with
   ``Retry-After`` (a new site, the minutes after this migration).
 
-Without a broker (``CELERY_TASK_ALWAYS_EAGER``: development, the test suite) the queued task
-runs at once in the process that asked, which is then the request or upload itself.
+``PUBLICATION_BUILT_BY_WORKER`` (on wherever a broker exists) says who builds. Off (a site
+without a broker; the test suite, whose workers exist only inside the tests that start one), no
+task is queued: the first read after a change builds the publication in place.
 """
 
 from __future__ import annotations
@@ -59,17 +60,15 @@ def debounce_seconds() -> float:
     return float(settings.PUBLICATION_DEBOUNCE_SECONDS)
 
 
-def _eager() -> bool:
-    from aicr_site.celery import app
-
-    return bool(app.conf.task_always_eager)
+def _built_by_worker() -> bool:
+    return bool(settings.PUBLICATION_BUILT_BY_WORKER)
 
 
 def publication_changed() -> None:
     """Ask for a rebuild once the current transaction commits (at most one queued). Without a
     broker nothing is queued here: the next read of the publication builds it (``served``),
     so a site without a worker does not rebuild on every upload."""
-    if not _eager():
+    if _built_by_worker():
         transaction.on_commit(_queue)
 
 
@@ -153,9 +152,8 @@ def served(include: frozenset[str], name: str | None = None) -> Served:
     build, document = _read(include, name)
     if build is not None and build.version == version:
         return Served(build=build, document=document, pending=False)
-    if _eager():  # no worker: the task runs here and now (development, the test suite)
-        cache.delete(QUEUED_KEY)
-        _queue()
+    if not _built_by_worker():  # no worker: built here and now
+        publication_rebuild()
         build, document = _read(include, name)
         pending = build is None or build.version != version
         return Served(build=build, document=document, pending=pending)

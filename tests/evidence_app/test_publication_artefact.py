@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,6 @@ import pytest
 from django.core.cache import cache
 from django.test import Client
 
-from aicr_site.celery import app as celery_app
 from evidence_app import tasks
 from evidence_app.exports import artefact
 from evidence_app.exports.publication import publication_build
@@ -46,14 +44,12 @@ def evidence(example_recipe: Recipe) -> list[Evidence]:
 
 
 @pytest.fixture
-def with_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    """A broker is configured (tasks are queued, not run in place): the queued calls."""
+def with_worker(monkeypatch: pytest.MonkeyPatch, settings: Any) -> list[Any]:
+    """A worker builds the publication (a broker is configured): the queued calls."""
     queued: list[Any] = []
     monkeypatch.setattr(tasks.publication_rebuild, "apply_async", lambda **kw: queued.append(kw))
-    saved = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = False
-    yield queued
-    celery_app.conf.task_always_eager = saved
+    settings.PUBLICATION_BUILT_BY_WORKER = True
+    return queued
 
 
 def test_the_stored_build_equals_a_fresh_build_for_every_include(evidence: list[Evidence]) -> None:
@@ -135,6 +131,7 @@ def test_a_real_worker_rebuilds_it_seconds_after_an_upload(
 ) -> None:
     """Redis, a real ``celery worker`` process and PostgreSQL: an upload's commit queues the
     build, the worker stores it, and the next read serves it as current."""
+    settings.PUBLICATION_BUILT_BY_WORKER = True
     settings.CACHES = {  # the debounce key is shared with the worker, as deployed
         **settings.CACHES,
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": broker},
