@@ -408,6 +408,15 @@ class Evidence(models.Model):
                 condition=Q(verdict="verified", withdrawn_at__isnull=True, is_simulated=False),
                 name="evidence_live_latest_idx",
             ),
+            # The newest AICR release of a recipe's live runs, one backward probe per name
+            # (services.staleness.newest_counted_releases): the signer and version come from
+            # the index (key columns, not INCLUDE: SQLite has none), only the signer's
+            # ``counted`` from its row.
+            models.Index(
+                fields=["recipe_name", "-aicr_version_key", "signer", "aicr_version"],
+                condition=Q(verdict="verified", withdrawn_at__isnull=True, is_simulated=False),
+                name="evidence_live_newest_aicr_idx",
+            ),
             # The newest withdrawals: the publication's version
             # (exports.publication.evidence_version) and the feed's withdrawn entries.
             models.Index(

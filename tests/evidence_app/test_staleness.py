@@ -13,17 +13,19 @@ from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
+from evidence_app.consensus.rules import is_counted
 from evidence_app.corroborate.versions import compare
 from evidence_app.models import Evidence, SignerClassChange
 from evidence_app.services.staleness import (
     AllowlistState,
     CheckSet,
+    newest_counted_releases,
     stale_filter,
     staleness_bulk,
     staleness_reasons,
     validator_catalog_version,
 )
-from evidence_app.services.versions import version_key
+from evidence_app.services.versions import is_release, version_key
 from recipes_app.models import Catalog, Recipe
 from recipes_app.services import check_set_digest
 from tests.evidence_factories import EvidenceFactory, SignerFactory
@@ -395,3 +397,41 @@ def test_it_compares_a_v3_statement_with_the_recipes_v3_digest(example_recipe: R
     assert example_recipe.digest_v3[:12] in reasons[v3_legacy_digest.pk][0].detail
     assert _stale_ids() == {v3_legacy_digest.pk, v1_v3_digest.pk}
     assert _fresh_ids() == {v3_fresh.pk, v1_fresh.pk}
+
+
+def test_the_newest_counted_release_probe_equals_a_scan_of_the_rows(
+    example_recipe: Recipe,
+) -> None:
+    """``newest_counted_releases`` (one index probe per name on PostgreSQL, a ``DISTINCT`` on
+    SQLite) names, per recipe, the release ``_newest`` finds over every counted row: only
+    counted rows (verified, counted signer, live, real hardware, supported) and only releases."""
+    rng = random.Random(22)  # noqa: S311 - test data
+    counted = SignerFactory()
+    unlisted = SignerFactory(counted=False, signer_class="reported")
+    names = ["r-a", "r-b", "r-c", "r-none"]
+    for i in range(60):
+        EvidenceFactory(
+            recipe=example_recipe,
+            recipe_name=rng.choice(names[:3]),
+            aicr_version=rng.choice([*VERSIONS, "v0.20.0", "v0.21.0-rc.1", "v3.0.0"]),
+            signer=counted if rng.random() < 0.6 else unlisted,
+            is_simulated=rng.random() < 0.15,
+            withdrawn_at=NOW if rng.random() < 0.15 else None,
+            withdrawal_reason="test" if i % 2 else "another",
+            verdict="verified" if rng.random() < 0.9 else "failed",
+        )
+    expected: dict[str, str] = {}
+    for e in Evidence.objects.select_related("signer"):
+        if is_counted(e) and is_release(e.aicr_version):
+            old = expected.get(e.recipe_name)
+            if old is None or compare(e.aicr_version, old) > 0:
+                expected[e.recipe_name] = e.aicr_version
+
+    with CaptureQueriesContext(connection) as queries:
+        got = newest_counted_releases(names)
+
+    assert len(queries) == 1
+    assert expected
+    assert got.keys() == expected.keys()  # "r-none" has no evidence at all
+    for name, version in expected.items():
+        assert compare(got[name], version) == 0, (name, got[name], version)
