@@ -22,7 +22,8 @@ def _worker_start(**kwargs: Any) -> None:
 
 @beat_init.connect
 def _beat_start(**kwargs: Any) -> None:
-    """Beat sends only to the broker; the tasks it schedules run on workers."""
+    """Beat sends only to the broker, but the tasks it schedules (the reaper at once) query
+    tables: it waits for the broker, then until ``migrate`` has applied every migration."""
     from aicr_site.startup import celery_process_start
 
-    celery_process_start(wait=("broker",))
+    celery_process_start(wait=("broker", "migrations"))

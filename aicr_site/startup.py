@@ -39,13 +39,37 @@ def _database() -> str:
             connection.close_pool()
 
 
+def _migrations() -> str:
+    """The schema is this code's: no migration left unapplied (beat schedules tasks that query
+    the tables, and ``migrate`` may still be running when it starts)."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    try:
+        executor = MigrationExecutor(connection)
+        plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    finally:
+        connection.close()
+        if hasattr(connection, "close_pool"):
+            connection.close_pool()
+    if plan:
+        first = plan[0][0]
+        raise RuntimeError(
+            f"{len(plan)} migration(s) not applied yet, first {first.app_label}.{first.name}"
+        )
+    return "applied"
+
+
 def _broker() -> str:
     from aicr_site import health
 
     return health.CHECKS["broker"]()
 
 
-DEPENDENCIES: dict[str, Callable[[], str]] = {"database": _database, "broker": _broker}
+DEPENDENCIES: dict[str, Callable[[], str]] = {
+    "database": _database,
+    "broker": _broker,
+    "migrations": _migrations,
+}
 
 
 class DependencyTimeout(RuntimeError):

@@ -75,3 +75,36 @@ def test_a_worker_started_without_its_dependency_waits_then_names_it(
     assert result.returncode != 0
     assert f"waiting for the {which} (attempt 1)" in result.stderr
     assert f"not starting: the {which} did not answer within 3 s" in result.stderr
+
+
+def test_beat_waits_until_every_migration_is_applied(tmp_path: Any) -> None:
+    """A real `celery beat` on a database `migrate` has not reached yet: it schedules the reaper
+    at once, so it waits (naming the first unapplied migration) instead of firing into missing
+    tables."""
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}},
+        "DEBUG": "1",
+        "STARTUP_WAIT_SECONDS": "3",
+        "DJANGO_SETTINGS_MODULE": "aicr_site.settings",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'empty.sqlite3'}",
+        "REDIS_URL": "",
+        "CELERY_EMBEDDED_BROKER": "1",
+        "CELERY_EMBEDDED_DIR": str(tmp_path / "celery"),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "aicr_site", "beat", "-s", str(tmp_path / "s")],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "waiting for the migrations (attempt 1): RuntimeError: " in result.stderr
+    assert "migration(s) not applied yet, first " in result.stderr
+    assert "not starting: the migrations did not answer within 3 s" in result.stderr
+    assert "runs_reap" not in result.stderr
+
+
+def test_the_migrations_wait_passes_on_a_migrated_database(db: None) -> None:
+    assert startup.DEPENDENCIES["migrations"]() == "applied"
