@@ -88,7 +88,11 @@ class ProfileStatusSerializer(serializers.Serializer[Any]):
 class ReleaseErrorSerializer(serializers.Serializer[Any]):
     detail = serializers.CharField()
     field = serializers.CharField(
-        help_text="The field that is wrong, e.g. validator_images[0].digest."
+        required=False,
+        help_text=(
+            "The field that is wrong, e.g. validator_images[0].digest; absent when the body "
+            "itself is refused (code parse-error: not JSON, a NUL character, too deep)."
+        ),
     )
     code = serializers.CharField()
 

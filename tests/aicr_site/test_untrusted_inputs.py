@@ -181,6 +181,7 @@ COMMANDS_WITHOUT_UNTRUSTED_FILES = {
     "publish_runs": "reads only the database",
     "push_run_evidence": "reads only the database; the registry's answers go through oci_push",
     "rotate_cluster_keys": "reads only the database",
+    "wait_for_dependencies": "arguments only; connects to the database and the broker",
 }
 
 #: ``path: (calls, why it is not untrusted input or is bounded there)``.
