@@ -17,7 +17,7 @@ network): the page ``/releases/<id>/`` and ``GET /api/v1/releases/<id>/profiles/
 request, then p50/p95 of ``--requests``), and ``POST /api/v1/check/`` for the benched recipe
 (first request with an empty cache, then warm p50/p95). Prints figures; asserts nothing.
 
-Needs PostgreSQL (``BENCH_DATABASE_URL``, default a scratch database ``aicr_h_qual_bench``,
+Needs PostgreSQL (``BENCH_DATABASE_URL``, default a scratch database ``aicr_bench_releases``,
 created and dropped here) and Redis (``BENCH_REDIS_URL``, default db 12). Run:
 ``.venv/bin/python bench/releases.py [--records 100000] [--requests 100]``.
 """
@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 BENCH_DB = os.environ.get(
-    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/aicr_h_qual_bench"
+    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/aicr_bench_releases"
 )
 os.environ.update(
     DJANGO_SETTINGS_MODULE="aicr_site.settings",
