@@ -104,10 +104,31 @@ def wait_for_dependencies(
             break
 
 
-def process_start(*, wait: Sequence[str]) -> None:
+def require_collected_static() -> None:
+    """A web process that serves hashed static files needs ``collectstatic``'s manifest: without
+    it every page that names a stylesheet raises, and so does the 500 page, so each request
+    would end in gunicorn's bare error page. Refuse to start instead, naming the fix. (The image
+    collects at build time; a process started from a checkout, or before ``collectstatic`` has
+    finished, has none.)"""
+    from django.contrib.staticfiles.storage import ManifestFilesMixin
+    from django.core.files.storage import storages
+
+    storage = storages["staticfiles"]
+    if not isinstance(storage, ManifestFilesMixin):
+        return
+    if not storage.exists(storage.manifest_name):
+        raise ImproperlyConfigured(
+            f"static files are not collected: {storage.path(storage.manifest_name)} is missing "
+            "(run `manage.py collectstatic` before starting the web process)"
+        )
+
+
+def process_start(*, wait: Sequence[str], web: bool = False) -> None:
     """Start-up of a web, worker or beat process: secrets first (no point waiting without them),
-    then the dependencies in ``wait``."""
+    then, for the web process, its collected static files, then the dependencies in ``wait``."""
     require_production_secrets()
+    if web:
+        require_collected_static()
     if wait:
         wait_for_dependencies(wait)
 

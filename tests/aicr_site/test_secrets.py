@@ -61,7 +61,11 @@ def secret_files(tmp_path: Path) -> dict[str, str]:
         "SITE_SIGNING_KEY_FILE": ("site_signing_key", generate_pem().decode()),
         "DATABASE_PASSWORD_FILE": ("db_password", "pw-from-a-file\n"),
     }
-    env = {"DEBUG": "0", "ALLOWED_HOSTS": "a.example"}
+    # The web process also needs collectstatic's manifest (an empty one: nothing is rendered).
+    static = tmp_path / "static"
+    static.mkdir()
+    (static / "staticfiles.json").write_text('{"paths": {}, "version": "1.1", "hash": ""}')
+    env = {"DEBUG": "0", "ALLOWED_HOSTS": "a.example", "STATIC_ROOT": str(static)}
     for name, (filename, text) in files.items():
         (tmp_path / filename).write_text(text)
         env[name] = str(tmp_path / filename)
@@ -125,3 +129,16 @@ def test_a_production_process_refuses_to_start_without_a_secret(
     assert result.returncode != 0, result.stdout + result.stderr
     named = (f"{missing} (or {missing}_FILE)", f"{missing} is missing")
     assert any(text in result.stderr for text in named), result.stderr
+
+
+def test_the_web_process_refuses_to_start_without_collected_static_files(
+    secret_files: dict[str, str], tmp_path: Path
+) -> None:
+    """Without the manifest every page (the 500 page too) would raise: gunicorn's bare error."""
+    empty = tmp_path / "not-collected"
+    empty.mkdir()
+    result = _run(WSGI, {**secret_files, "STATIC_ROOT": str(empty)})
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert "static files are not collected" in result.stderr, result.stderr
+    assert f"{empty}/staticfiles.json is missing" in result.stderr
+    assert "manage.py collectstatic" in result.stderr

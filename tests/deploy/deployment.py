@@ -405,8 +405,9 @@ class Deployment:
     # --- the whole thing -------------------------------------------------------------------
 
     def up(self) -> None:
-        """Start everything in the order nothing depends on: workers, beat, web and the
-        proxy first, PostgreSQL and Redis last (each process waits, or answers 503)."""
+        """Start everything in the order nothing depends on: workers, beat, web (once its
+        static files are collected) and the proxy first, PostgreSQL and Redis last (each process
+        waits, or answers 503)."""
         self.init_postgres()
         static = subprocess.Popen(
             [
@@ -429,6 +430,10 @@ class Deployment:
         for name in WORKER_HOSTS:
             self.start_worker(name)
         self.start_beat()
+        # The image collects its static files at build time: a web process never starts
+        # without them (aicr_site/startup.py refuses to), so the web hosts wait for them here.
+        _, err = static.communicate(timeout=300)
+        assert static.returncode == 0, err.decode()[-2000:]
         for name in WEB_HOSTS:
             self.start_web(name)
         self.start_proxy()
@@ -454,8 +459,6 @@ class Deployment:
         made = json.loads(out.strip().splitlines()[-1])
         self.tokens = made["tokens"]
         self.bundles = [base64.b64decode(b) for b in made["bundles"]]
-        _, err = static.communicate(timeout=300)
-        assert static.returncode == 0, err.decode()[-2000:]
         wait_until(self.ready, "/ready through nginx", 120, self.logs)
 
     def close(self) -> None:

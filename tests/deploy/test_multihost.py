@@ -45,7 +45,7 @@ def test_every_page_answers_through_nginx(deployment: Any) -> None:
     errors = {
         p: (a.status, a.body[:200]) for p, a in answers.items() if a.status >= 500 or a.status == 0
     }
-    assert errors == {}
+    assert errors == {}, deployment.logs("gunicorn")
     for path in ("/", "/recipes/", "/evidence/", "/runs/", "/qualifications/", "/api/v1/recipes/"):
         assert answers[path].status == 200, (path, answers[path].status)
 
