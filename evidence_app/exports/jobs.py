@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any, TypeVar
 
+import psycopg
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
@@ -164,7 +165,17 @@ class ChunkWriter:
             self._buffer.clear()
 
     def _store(self, body: bytes) -> None:
-        ExportChunk.objects.create(job_id=self.job_id, seq=self._seq, body=body)
+        if connection.vendor == "postgresql":
+            # The bytes as a binary parameter: Django binds on the client, as an escaped
+            # literal twice their size, 5x slower for a megabyte (bench/export.py).
+            connection.ensure_connection()
+            with psycopg.Cursor(connection.connection) as cursor:
+                cursor.execute(
+                    "INSERT INTO evidence_app_exportchunk (job_id, seq, body) VALUES (%s, %s, %b)",
+                    (self.job_id, self._seq, body),
+                )
+        else:
+            ExportChunk.objects.create(job_id=self.job_id, seq=self._seq, body=body)
         self._seq += 1
         if self.on_chunk is not None:
             self.on_chunk()
