@@ -6,6 +6,7 @@ from django.urls import path, re_path
 from rest_framework.routers import DefaultRouter
 
 from evidence_app.api.check import SnapshotCheckView
+from evidence_app.api.export_jobs import ExportJobViewSet
 from evidence_app.api.export_views import (
     AuditPackageExportView,
     EvidenceCsvExportView,
@@ -42,6 +43,7 @@ router.register("pointers", PointerViewSet, basename="pointer")
 router.register("runs", RunViewSet, basename="run")
 router.register("clusters", ClusterViewSet, basename="cluster")
 router.register("releases", ReleaseViewSet, basename="release")
+router.register("exports", ExportJobViewSet, basename="export-job")
 
 urlpatterns = [
     re_path(

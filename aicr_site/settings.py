@@ -241,6 +241,12 @@ SPECTACULAR_SETTINGS = {
     ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Two models have a `state`: each enum keeps a name of its own (a pointer's was first).
+    "ENUM_NAME_OVERRIDES": {
+        "StateEnum": "evidence_app.models.PointerState",
+        "ExportStateEnum": "evidence_app.models.ExportState",
+        "ExportFormatEnum": "evidence_app.models.ExportFormat",
+    },
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
@@ -563,4 +569,16 @@ EVIDENCE_POINTER_RETRY_MAX_SECONDS = float(
 CELERY_BEAT_SCHEDULE["evidence-pointers-retry"] = {
     "task": "evidence_app.tasks.pointers_retry",
     "schedule": float(os.environ.get("EVIDENCE_POINTER_RETRY_TICK_SECONDS", "300")),
+}
+# Exports built by a worker (evidence_app.exports.jobs, /exports/ and /api/v1/exports/): the
+# file is stored in the database in pieces of this size (any web host serves it; memory holds
+# one), kept this many hours after it is done, and a build with no progress for this long is
+# failed as stopped. A user has at most this many exports queued or building at once.
+EXPORT_CHUNK_BYTES = int(os.environ.get("EXPORT_CHUNK_BYTES", str(1024 * 1024)))
+EXPORT_KEEP_HOURS = float(os.environ.get("EXPORT_KEEP_HOURS", "24"))
+EXPORT_STALLED_SECONDS = float(os.environ.get("EXPORT_STALLED_SECONDS", str(10 * 60)))
+EXPORT_ACTIVE_PER_USER = int(os.environ.get("EXPORT_ACTIVE_PER_USER", "2"))
+CELERY_BEAT_SCHEDULE["exports-expire"] = {
+    "task": "evidence_app.tasks.exports_expire",
+    "schedule": float(os.environ.get("EXPORT_EXPIRE_TICK_SECONDS", "300")),
 }

@@ -11,6 +11,11 @@
    and columns (the evidence, signer, key and recipe columns the export reads): the physical
    limit of getting them out of PostgreSQL.
 
+3. The same two built by the worker's task body (``exports.jobs.export_job_build``, in process:
+   what an ``export_build`` task does on a worker) into ``ExportChunk`` rows: the audit package
+   of part 1's records (its file re-verified with ``verify_audit``) and, in part 2's child, the
+   NDJSON of every row, with its own peak RSS (``clear_refs`` resets the high-water mark).
+
 Needs PostgreSQL (``BENCH_DATABASE_URL``, default a scratch database ``aicr_bench_export`` on
 127.0.0.1:5432, created and dropped here). Prints figures; asserts nothing.
 Run: ``.venv/bin/python bench/export.py [--records 100000] [--package 10000]``.
@@ -151,6 +156,28 @@ def fill_placeholders(total: int) -> float:
     return time.perf_counter() - started
 
 
+def build_job(format: str) -> tuple[float, int, int, bytes | None]:
+    """An export job of every record built as a worker builds it: (seconds, records, bytes,
+    the file when ``keep`` formats want it back)."""
+    from django.contrib.auth.models import User
+
+    from evidence_app.exports.jobs import export_job_body, export_job_build
+    from evidence_app.models import ExportJob
+
+    job = ExportJob.objects.create(
+        format=format,
+        site="http://testserver/",
+        requested_by=User.objects.get(username="bench-auditor"),
+    )
+    started = time.perf_counter()
+    state = export_job_build(job.pk)
+    seconds = time.perf_counter() - started
+    job.refresh_from_db()
+    assert state == "done", (state, job.error)
+    body = b"".join(export_job_body(job)) if format == "audit" else None
+    return seconds, job.done, job.size, body
+
+
 def bench_package(auditor: str, count: int) -> None:
     from django.test import Client
 
@@ -182,6 +209,15 @@ def bench_package(auditor: str, count: int) -> None:
         f"{report.bundles_verified} signatures verified, {report.consensus_recipes} consensus "
         f"recipes; problems: {[p.code for p in report.problems][:5]}"
     )
+    job_s, records, size, body = build_job("audit")
+    assert body is not None
+    out.write_bytes(body)
+    report = audit_verify(out, pinned_key=site_private_key().public_key())
+    print(
+        f"  the same package as a worker's export job: {job_s:.1f} s "
+        f"({records / job_s:,.0f} records/s), {size / 2**20:.1f} MiB in the database; "
+        f"verify_audit ok={report.ok}, {report.bundles_verified} signatures verified"
+    )
 
 
 def child_export(auditor: str) -> None:
@@ -212,6 +248,11 @@ def child_export(auditor: str) -> None:
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(35)
     peak = rss_kib("VmHWM")
 
+    Path("/proc/self/clear_refs").write_text("5")  # the peak RSS from here on
+    before_job = rss_kib()
+    job_s, job_records, job_bytes, _ = build_job("ndjson")
+    job_peak = rss_kib("VmHWM")
+
     connection.ensure_connection()
     raw = connection.connection
     started = time.perf_counter()
@@ -232,6 +273,11 @@ def child_export(auditor: str) -> None:
                 "copy_rows": rows,
                 "copy_bytes": copied,
                 "copy_s": copy_s,
+                "job_s": job_s,
+                "job_records": job_records,
+                "job_bytes": job_bytes,
+                "job_rss_before_kib": before_job,
+                "job_peak_rss_kib": job_peak,
             }
         )
     )
@@ -258,6 +304,14 @@ def bench_ndjson(auditor: str, total: int) -> None:
         f"  COPY TO STDOUT: {figures['copy_rows']:,} rows, {figures['copy_bytes'] / 2**20:.0f} MiB "
         f"in {figures['copy_s']:.2f} s = {copy_rate:,.0f} rows/s; export/COPY = "
         f"{rate / copy_rate:.2f}x"
+    )
+    job_rate = figures["job_records"] / figures["job_s"]
+    job_growth = (figures["job_peak_rss_kib"] - figures["job_rss_before_kib"]) / 1024
+    print(
+        f"  the same as a worker's export job: {figures['job_records']:,} records, "
+        f"{figures['job_bytes'] / 2**20:.0f} MiB stored in {figures['job_s']:.1f} s = "
+        f"{job_rate:,.0f} records/s; job/COPY = {job_rate / copy_rate:.2f}x; RSS "
+        f"+{job_growth:.0f} MiB over {figures['job_rss_before_kib'] / 1024:.0f} MiB"
     )
     print(
         f"  web process RSS: {figures['idle_rss_kib'] / 1024:.0f} MiB after warm-up, peak "

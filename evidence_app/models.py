@@ -650,6 +650,85 @@ class PublicationDocument(models.Model):
         return self.name
 
 
+class ExportFormat(models.TextChoices):
+    NDJSON = "ndjson", "NDJSON (one record a line)"
+    CSV = "csv", "CSV (a spreadsheet)"
+    AUDIT = "audit", "Signed offline audit package (tar.gz)"
+
+
+class ExportState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Building"
+    DONE = "done", "Ready to download"
+    FAILED = "failed", "Failed"
+
+
+class ExportJobQuerySet(models.QuerySet["ExportJob"]):
+    def active(self) -> ExportJobQuerySet:
+        return self.filter(state__in=[ExportState.QUEUED, ExportState.RUNNING])
+
+
+class ExportJob(models.Model):
+    """An export an auditor or maintainer asked for, built by a Celery task
+    (``evidence_app.exports.jobs``) into ``ExportChunk`` rows, so any web host serves it and no
+    request holds a worker for minutes. ``done`` counts the records written so far (the page's
+    progress); the file exists for download only once ``state`` is ``done``, set in the
+    transaction that records its size and digest."""
+
+    format = models.CharField(max_length=10, choices=ExportFormat.choices)
+    filters: models.JSONField[dict[str, str], dict[str, str]] = models.JSONField(
+        default=dict, help_text="The /api/v1/evidence/ filters, as validated when asked for."
+    )
+    site = models.CharField(max_length=500, help_text="The absolute site URL records link to.")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="export_jobs"
+    )
+    state = models.CharField(max_length=10, choices=ExportState.choices, default=ExportState.QUEUED)
+    total = models.PositiveIntegerField(null=True, blank=True, help_text="Records to write.")
+    done = models.PositiveIntegerField(default=0, help_text="Records written so far.")
+    attempts = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True)
+    filename = models.CharField(max_length=100, blank=True)
+    size = models.BigIntegerField(default=0)
+    sha256 = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    progress_at = models.DateTimeField(null=True, blank=True, help_text="Last progress seen.")
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ExportJobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [
+            models.Index(fields=["requested_by", "-created_at"], name="export_job_owner_idx"),
+            models.Index(fields=["finished_at"], name="export_job_finished_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"export #{self.pk} ({self.format}, {self.state})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in (ExportState.QUEUED, ExportState.RUNNING)
+
+
+class ExportChunk(models.Model):
+    """One piece (``EXPORT_CHUNK_BYTES``) of a built export's file, in order of ``seq``."""
+
+    job = models.ForeignKey(ExportJob, on_delete=models.CASCADE, related_name="chunks")
+    seq = models.PositiveIntegerField()
+    body = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["job", "seq"], name="export_chunk_seq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"export #{self.job_id} chunk {self.seq}"
+
+
 class Release(models.Model):
     """What a maintainer declares qualified: an operator release (its image and chart), the
     deployment inputs it ships (the AICR image, the validator images) and the profiles

@@ -17,6 +17,7 @@ from typing import Any
 from evidence_app.models import ApiToken, Evidence, Role
 
 UPLOAD_ROLES = frozenset({Role.CONTRIBUTOR, Role.MAINTAINER})
+EXPORT_ROLES = frozenset({Role.AUDITOR, Role.MAINTAINER})
 _CACHE_ATTR = "_evidence_roles"
 
 
@@ -41,6 +42,11 @@ def roles_of(user: Any, *, token: Any = None) -> set[str]:
 
 def can_upload(user: Any, roles: set[str] | None = None) -> bool:
     return bool((roles_of(user) if roles is None else roles) & UPLOAD_ROLES)
+
+
+def can_export(user: Any, roles: set[str] | None = None) -> bool:
+    """Exports (streamed, built by a worker, audit packages): auditors and maintainers."""
+    return bool((roles_of(user) if roles is None else roles) & EXPORT_ROLES)
 
 
 def can_withdraw(user: Any, evidence: Evidence, roles: set[str] | None = None) -> bool:

@@ -42,3 +42,20 @@ def publication_rebuild() -> str:
     from evidence_app.exports import artefact
 
     return artefact.publication_rebuild()
+
+
+@shared_task(name="evidence_app.tasks.export_build", acks_late=True)
+def export_build(job_id: int) -> str:
+    """Build the file of ``ExportJob`` ``job_id`` (sent when an auditor asks for it); returns
+    the state it left the job in. A redelivery after a worker died starts the build again."""
+    from evidence_app.exports import jobs
+
+    return jobs.export_job_build(job_id)
+
+
+@shared_task(name="evidence_app.tasks.exports_expire", acks_late=True)
+def exports_expire() -> int:
+    """Delete expired export files, fail stalled builds, resend lost ones (beat)."""
+    from evidence_app.exports import jobs
+
+    return jobs.exports_expire()

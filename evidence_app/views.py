@@ -71,7 +71,11 @@ def evidence_list(request: HtmxHttpRequest) -> HttpResponse:
             request, "evidence_app/list.html#suggestions", {"name": suggest, "suggestions": found}
         )
     listing = selectors.evidence_listing(params=request.GET, page_number=request.GET.get("page"))
-    context = {"listing": listing, "page": listing.page}
+    context = {
+        "listing": listing,
+        "page": listing.page,
+        "can_export": permissions.can_export(request.user),
+    }
     status = 400 if listing.filters.errors else 200
     if wants_partial(request, target="evidence-results"):
         response = render(request, "evidence_app/list.html#results", context, status=status)

@@ -217,8 +217,10 @@ def audit_package_write(
     url_of: Callable[[str, int], str],
     filters: Mapping[str, object],
     site: str,
+    progress: Callable[[int], None] | None = None,
 ) -> PackageSummary:
-    """Write the package of ``queryset``'s evidence to ``out`` (a binary file)."""
+    """Write the package of ``queryset``'s evidence to ``out`` (a binary file); ``progress``
+    is told the records written so far after each chunk of them."""
     started = time.perf_counter()
     key = site_private_key()  # first: no key, no package (SiteKeyUnavailable)
     now = timezone.now()
@@ -258,6 +260,8 @@ def audit_package_write(
                 if record["counted"]:
                     consensus_rows.append(_consensus_input(line))
                 count += 1
+            if progress is not None:
+                progress(count)
         writer.add_file("records.ndjson", records_file, records_size)
         records_file.close()
         _trust(writer)

@@ -18,6 +18,7 @@ from typing import Any, TypedDict
 
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.db.models.fields.json import KeyTransform
+from django.urls import reverse
 from django.utils import timezone
 
 from evidence_app.models import Evidence, counted_q
@@ -141,6 +142,22 @@ def url_around_id(url_for: Callable[[int], str]) -> tuple[str, str]:
     concatenation (no ``reverse`` per row, and in SQL no ``reverse`` at all)."""
     head, _, tail = url_for(_ID_MARK).partition(str(_ID_MARK))
     return head, tail
+
+
+def site_url_builder(site: str) -> Callable[[str, int], str]:
+    """``url_of(route, id)``: the absolute URL of ``route`` for ``id`` under ``site`` (the
+    site's root, ``https://host/``), without a ``reverse`` per row (100,000 rows: it shows).
+    A request's exports and a worker's (``exports.jobs``) link records the same way."""
+    root = site.rstrip("/")
+    templates: dict[str, tuple[str, str]] = {}
+
+    def url_of(route: str, pk: int) -> str:
+        if route not in templates:
+            templates[route] = url_around_id(lambda marker: root + reverse(route, args=[marker]))
+        head, tail = templates[route]
+        return f"{head}{pk}{tail}"
+
+    return url_of
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -69,6 +69,7 @@ ROUTES_FED = {
     "api:key-list": "json-body",
     "api:run-list": "json-body",
     "api:release-list": "json-body",
+    "api:export-job-list": "json-body",
 }
 #: Route name → why it takes no YAML or JSON document.
 ROUTES_WITHOUT_DOCUMENTS = {
@@ -104,6 +105,10 @@ ROUTES_WITHOUT_DOCUMENTS = {
         "api:export-ndjson",
         "api:export-csv",
         "api:export-audit",
+        "api:export-job-detail",
+        "api:export-job-download",
+        "evidence:export",
+        "evidence:export-file",
         "aicr-dashboard:index",
         "aicr-dashboard:series",
         "aicr-dashboard:listing",
@@ -138,6 +143,7 @@ ROUTES_WITHOUT_DOCUMENTS = {
     "clusters:test": "no body (the outbound connection policy: h-hostile-peer)",
     "api:cluster-test": "no body (the outbound connection policy: h-hostile-peer)",
     "runs:start": "form fields (choices), no document",
+    "evidence:exports": "form fields (format, the evidence filters), no document",
     "runs:cancel": "no body",
     "api:run-cancel": "no body is read (a JSON body is ignored, never parsed)",
 }

@@ -26,7 +26,14 @@ from django.contrib.auth.models import Group
 from django.urls import get_resolver
 from playwright.sync_api import expect
 
-from evidence_app.models import Role, UploadLog, UploadOutcome
+from evidence_app.models import (
+    ExportFormat,
+    ExportJob,
+    ExportState,
+    Role,
+    UploadLog,
+    UploadOutcome,
+)
 from evidence_app.services import signers, trust_roots
 from recipes_app.models import Catalog, Recipe
 from tests.aicr_site.api_objects import ApiObjects, api_objects_make
@@ -50,6 +57,7 @@ class Objects:
     api: ApiObjects
     second_evidence_id: int
     upload_id: int
+    export_id: int
 
     @property
     def recipe(self) -> Recipe:
@@ -74,6 +82,8 @@ PAGES: dict[str, Path_] = {
     "evidence:upload": lambda o: f"/evidence/uploads/{o.upload_id}/",
     "evidence:detail": lambda o: f"/evidence/{o.api.evidence.pk}/",
     "evidence:withdraw": lambda o: f"/evidence/{o.api.evidence.pk}/withdraw/",
+    "evidence:exports": lambda o: "/exports/",
+    "evidence:export": lambda o: f"/exports/{o.export_id}/",
     "evidence:signers": lambda o: "/signers/",
     "evidence:signer": lambda o: f"/signers/{o.api.evidence.signer.slug}/",
     "check": lambda o: "/check/",
@@ -105,6 +115,7 @@ NOT_PAGES: dict[str, str] = {
     "recipes:yaml": "YAML text",
     "evidence:pointer-yaml": "YAML text",
     "evidence:signer-key": "a PEM key as text",
+    "evidence:export-file": "the export's file (a download)",
     "logout": "POST only: redirects home",
     "clusters:test": "POST only: redirects to the cluster page",
     "runs:start": "POST only: redirects to the run page",
@@ -156,7 +167,19 @@ def objects(catalog: Catalog, django_user_model: Any) -> Objects:
         failed_step="signature",
         reason="the signature does not match the statement",
     )
-    return Objects(api=api, second_evidence_id=second.pk, upload_id=upload.pk)
+    export = ExportJob.objects.create(
+        format=ExportFormat.CSV,
+        filters={"recipe": api.recipe.name},
+        site="http://127.0.0.1/",
+        requested_by=maintainer,
+        state=ExportState.DONE,
+        total=2,
+        done=2,
+        filename="evidence-20261201T000000Z.csv",
+        size=1234,
+        sha256="0" * 64,
+    )
+    return Objects(api=api, second_evidence_id=second.pk, upload_id=upload.pk, export_id=export.pk)
 
 
 def _sign_in(page: Any) -> None:

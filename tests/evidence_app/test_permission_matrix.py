@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from evidence_app.models import Evidence, UploadLog
+from evidence_app.models import Evidence, ExportJob, UploadLog
 from evidence_app.releases.declare import release_declare
 from evidence_app.services.tokens import token_create, user_with_role
 from recipes_app.models import Catalog, Recipe
@@ -68,6 +69,18 @@ MATRIX: list[tuple[str, str, str, dict[str, Any] | None, tuple[int, ...]]] = [
     ("api:export-ndjson", "get", "/api/v1/export/evidence.ndjson", None, EXPORT),
     ("api:export-csv", "get", "/api/v1/export/evidence.csv", None, EXPORT),
     ("api:export-audit", "get", "/api/v1/export/audit.tar.gz", None, EXPORT),
+    # Exports built by a worker: auditors and maintainers ask; each job is its owner's (the
+    # maintainer's here: the auditor gets a 404) and downloads only once done (409 before).
+    ("api:export-job-list", "get", "/api/v1/exports/", None, EXPORT),
+    ("api:export-job-list", "post", "/api/v1/exports/", {}, (401, 403, 400, 400)),
+    ("api:export-job-detail", "get", "/api/v1/exports/{export}/", None, (401, 403, 404, 200)),
+    (
+        "api:export-job-download",
+        "get",
+        "/api/v1/exports/{export}/download/",
+        None,
+        (401, 403, 404, 409),
+    ),
     # The qualifications table is public like its page (evidence is public to read).
     ("api:qualifications", "get", "/api/v1/qualifications/", None, ALL_200),
     ("api:qualifications-csv", "get", "/api/v1/export/qualifications.csv", None, ALL_200),
@@ -192,7 +205,13 @@ def world(real_catalog: Catalog, evidence_db: None, settings: Any) -> dict[str, 
         role: token_create(user=user_with_role(username=f"m-{role}", role=role), role=role)[1]
         for role in ROLES[1:]
     }
+    export = ExportJob.objects.create(
+        format="csv",
+        site="http://testserver/",
+        requested_by=User.objects.get(username="m-maintainer"),
+    )
     return {
+        "export": export.pk,
         "recipe": recipe.name,
         "evidence": evidence.pk,
         "signer": evidence.signer.slug,

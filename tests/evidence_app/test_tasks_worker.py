@@ -166,3 +166,35 @@ def test_it_pulls_and_verifies_an_oci_reference_on_a_real_worker(
     assert log.evidence == evidence
     assert UploadLog.objects.count() == 1
     assert "evidence_app.tasks.ingest_oci" in worker.read_text()
+
+
+def test_a_real_worker_builds_an_export_the_web_side_serves(
+    worker: Path, real_catalog: Catalog, django_user_model: Any
+) -> None:
+    """Asked on the web side (committed, then sent), built by the worker into the database,
+    downloaded here: the same bytes as the streamed export of the same records."""
+    from django.test import Client
+
+    from evidence_app.models import ExportJob, ExportState
+    from evidence_app.services.tokens import token_create, user_with_role
+    from tests.evidence_factories import EvidenceFactory
+
+    recipe = Recipe.objects.get(catalog=real_catalog, name=EXAMPLE_RECIPE)
+    for _ in range(5):
+        EvidenceFactory(recipe=recipe)
+    token = token_create(user=user_with_role(username="audrey", role="auditor"), role="auditor")[1]
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    asked = client.post("/api/v1/exports/", {"format": "ndjson"}, content_type="application/json")
+    assert asked.status_code == 202, asked.content
+    job = ExportJob.objects.get(pk=asked.json()["id"])
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and job.state != ExportState.DONE:
+        time.sleep(0.25)
+        job.refresh_from_db()
+    assert job.state == ExportState.DONE, (job.state, job.error, worker.read_text()[-4000:])
+    assert job.done == 5
+    download = client.get(asked.json()["url"] + "download/")
+    assert download.status_code == 200
+    streamed = client.get("/api/v1/export/evidence.ndjson")
+    assert b"".join(download.streaming_content) == b"".join(streamed.streaming_content)
+    assert "evidence_app.tasks.export_build" in worker.read_text()
