@@ -108,13 +108,25 @@ def export_download(job: ExportJob) -> HttpResponseBase:
         summary="Your exports",
         description="The exports you asked for, newest first (each kept EXPORT_KEEP_HOURS "
         "after it is done).",
+        responses={
+            200: ExportJobSerializer(many=True),
+            400: ErrorSerializer,
+            401: ErrorSerializer,
+            403: ErrorSerializer,
+            404: ErrorSerializer,
+        },
         tags=TAGS,
     ),
     retrieve=extend_schema(
         summary="One of your exports: state and progress",
         description="`done` of `total` records written so far; `download_url` once the "
         "state is `done`. Someone else's export is a 404.",
-        responses={200: ExportJobSerializer, 404: ErrorSerializer},
+        responses={
+            200: ExportJobSerializer,
+            401: ErrorSerializer,
+            403: ErrorSerializer,
+            404: ErrorSerializer,
+        },
         tags=TAGS,
     ),
 )
@@ -170,7 +182,11 @@ class ExportJobViewSet(
         summary="Download an export",
         description="The file, once the job is `done` (409 naming its state before).",
         responses={
-            (200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY),
+            (200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR),
+            (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR),
+            (200, "application/gzip"): OpenApiResponse(OpenApiTypes.BINARY),
+            401: ErrorSerializer,
+            403: ErrorSerializer,
             404: ErrorSerializer,
             409: ErrorSerializer,
         },

@@ -9,6 +9,7 @@ content type, headers and body schema.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Iterator
 from typing import Any
@@ -27,6 +28,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from evidence_app.models import ExportChunk, ExportJob, ExportState
 from evidence_app.services.tokens import token_create, user_with_role
 from tests.aicr_site.api_objects import ApiObjects
 from tests.shared_data import REPO_ROOT
@@ -89,12 +91,27 @@ def test_it_answers_generated_requests_as_the_document_says(
 
 @pytest.fixture
 def objects(api_objects: ApiObjects) -> dict[str, Any]:
+    # An export is its owner's: the maintainer's token sees it, built (one stored chunk).
+    body = b'{"id": 1}\n'
+    export = ExportJob.objects.create(
+        format="ndjson",
+        site="http://localhost/",
+        requested_by=user_with_role(username="st-maintainer", role="maintainer"),
+        state=ExportState.DONE,
+        total=1,
+        done=1,
+        filename="evidence-20261201T000000Z.ndjson",
+        size=len(body),
+        sha256=hashlib.sha256(body).hexdigest(),
+    )
+    ExportChunk.objects.create(job=export, seq=0, body=body)
     return {
         "id": {
             "evidence": api_objects.evidence.pk,
             "clusters": api_objects.cluster.pk,
             "runs": api_objects.run.pk,
             "releases": api_objects.release.pk,
+            "exports": export.pk,
         },
         "slug": api_objects.evidence.signer.slug,
         "name": api_objects.recipe.name,
