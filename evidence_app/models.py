@@ -341,6 +341,14 @@ class Evidence(models.Model):
             "it names (coverage.recorded), read from the stored bytes at ingest."
         ),
     )
+    # Derived from the two above at ingest, so /check/ decodes one record's identities per
+    # distinct tuple instead of every record's ('' for a row stored before: read in full).
+    identity_key = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        help_text="sha256 of the tuple /check/ compares (coverage.stored.identity_key).",
+    )
     gpu_model = models.CharField(
         max_length=200, blank=True, help_text="identity['gpu_model'], a column to sort on."
     )

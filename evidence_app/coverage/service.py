@@ -51,10 +51,8 @@ from .identity import (
     compare,
     identity_of,
 )
-from .recorded import REDACTED
-from .recorded import identity as recorded_identity
 from .snapshot_input import SnapshotInputError, read_snapshot_input
-from .stored import identity_of_stored
+from .stored import CheckTuple, check_tuple, identity_of_stored
 
 STATED_DIMENSIONS = ("service", "accelerator", "os", "intent", "platform")
 MAX_CRITERIA_VALUE = 100
@@ -305,7 +303,8 @@ def _remember(identities: Mapping[str, dict[str, str | None]]) -> None:
 @dataclass(frozen=True)
 class _Row:
     """The few columns of one counted evidence the check needs (no model instances: 1,000
-    of them would cost more to build than everything else)."""
+    of them would cost more to build than everything else), without its identities: those
+    are read once per distinct ``identity_key`` (``_tuples``)."""
 
     pk: int
     sha256: str
@@ -314,8 +313,7 @@ class _Row:
     aicr_version: str
     signer_id: int
     signer_label: str
-    identities: dict[str, Any]  # Evidence.identities, recorded at ingest
-    identity: dict[str, str | None]  # Evidence.identity (rows stored before 0011's record)
+    identity_key: str  # '' for a row stored before the key: its identities are read alone
 
 
 def counted_evidence(recipe_names: Sequence[str]) -> list[_Row]:
@@ -331,33 +329,37 @@ def counted_evidence(recipe_names: Sequence[str]) -> list[_Row]:
             "aicr_version",
             "signer_id",
             "signer__label",
-            "identities",
-            "identity",
+            "identity_key",
         )
     )
     return [_Row(*row) for row in rows]
 
 
-def stored_identity(row: _Row) -> tuple[dict[str, str | None], frozenset[str]]:
-    """The identity tuple recorded at ingest, and the keys its bundle's redaction removed
-    (read from the row: nothing is re-read from the bytes per request)."""
-    if not row.identities:
-        return {k: row.identity.get(k) for k in LABELS}, frozenset()
-    found = {k: recorded_identity(row.identities, k) for k in LABELS}
-    return (
-        {k: i.value for k, i in found.items()},
-        frozenset(k for k, i in found.items() if i.state == REDACTED),
-    )
+def _tuples(rows: Sequence[_Row]) -> dict[int, CheckTuple]:
+    """The compared tuple of each row, read from one row per distinct ``identity_key`` (many
+    records share one) and from every row without a key: one query, whatever the number of
+    records sharing a tuple."""
+    first: dict[str, int] = {}
+    for row in rows:
+        first.setdefault(row.identity_key or f"pk:{row.pk}", row.pk)
+    read = {
+        pk: check_tuple(identities, identity or {})
+        for pk, identities, identity in Evidence.objects.filter(
+            pk__in=list(first.values())
+        ).values_list("pk", "identities", "identity")
+    }
+    return {row.pk: read[first[row.identity_key or f"pk:{row.pk}"]] for row in rows}
 
 
 def _matches(
     rows: Sequence[_Row], cluster: Mapping[str, str | None], digest: str
 ) -> list[EvidenceMatch]:
     """One comparison per distinct identity tuple (many records share one), one row each."""
+    tuples = _tuples(rows) if rows else {}
     by_tuple: dict[tuple[object, ...], Comparison] = {}
     out = []
     for row in rows:
-        theirs, redacted = stored_identity(row)
+        theirs, redacted = tuples[row.pk]
         key = (*(theirs.get(k) for k in LABELS), redacted)
         c = by_tuple.get(key)
         if c is None:
