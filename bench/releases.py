@@ -123,11 +123,13 @@ def _template(target, source, signer, i: int):  # type: ignore[no-untyped-def]
     """One row as ingest stores it, for ``target``: ``source``'s predicate and recorded
     identities (plus the release's image digests), every declared check passed."""
     from evidence_app.consensus.rules import declared_checks
+    from evidence_app.coverage.stored import identity_key
     from evidence_app.models import Evidence
 
     results: dict = {}
     for phase, name in declared_checks(target.checks):
         results.setdefault(phase, {})[name] = {"status": "passed"}
+    identities = _with_release_images(source.identities, "sha256:" + "4" * 64)
     return Evidence(
         sha256=hashlib.sha256(f"bench-template-{target.name}-{i}".encode()).hexdigest(),
         content=b"placeholder",
@@ -151,7 +153,8 @@ def _template(target, source, signer, i: int):  # type: ignore[no-untyped-def]
         identity=source.identity,
         gpu_model=source.gpu_model,
         gpu_count=source.gpu_count,
-        identities=_with_release_images(source.identities, "sha256:" + "4" * 64),
+        identities=identities,
+        identity_key=identity_key(identities, source.identity),  # as ingest records it
         check_results=results,
     )
 

@@ -47,7 +47,6 @@ from validators_app.orchestrator.readiness import (
 
 from .identity import (
     LABELS,
-    Comparison,
     compare,
     identity_of,
 )
@@ -335,20 +334,49 @@ def counted_evidence(recipe_names: Sequence[str]) -> list[_Row]:
     return [_Row(*row) for row in rows]
 
 
-def _tuples(rows: Sequence[_Row]) -> dict[int, CheckTuple]:
-    """The compared tuple of each row, read from one row per distinct ``identity_key`` (many
-    records share one) and from every row without a key: one query, whatever the number of
+def _group(row: _Row) -> str:
+    return row.identity_key or f"pk:{row.pk}"
+
+
+def _tuples(rows: Sequence[_Row]) -> dict[str, CheckTuple]:
+    """The compared tuple of each group of rows (``_group``: one ``identity_key``, or one row
+    stored without a key), read from one row of each: one query, whatever the number of
     records sharing a tuple."""
     first: dict[str, int] = {}
     for row in rows:
-        first.setdefault(row.identity_key or f"pk:{row.pk}", row.pk)
+        first.setdefault(_group(row), row.pk)
     read = {
         pk: check_tuple(identities, identity or {})
         for pk, identities, identity in Evidence.objects.filter(
             pk__in=list(first.values())
         ).values_list("pk", "identities", "identity")
     }
-    return {row.pk: read[first[row.identity_key or f"pk:{row.pk}"]] for row in rows}
+    return {group: read[pk] for group, pk in first.items()}
+
+
+@dataclass(frozen=True)
+class _Compared:
+    """One tuple's comparison with the cluster, shared by every record that recorded it."""
+
+    matches: list[str]
+    differs: list[str]
+    not_recorded: list[str]
+    not_in_snapshot: list[str]
+    values: dict[str, dict[str, str | None]]
+    redacted: list[str]
+
+
+def _compared(cluster: Mapping[str, str | None], found: CheckTuple) -> _Compared:
+    theirs, redacted = found
+    c = compare(cluster, theirs)
+    return _Compared(
+        matches=c.matches,
+        differs=c.differs,
+        not_recorded=[k for k in c.not_recorded if k not in redacted],
+        not_in_snapshot=c.not_in_snapshot,
+        values={k: {"snapshot": cluster.get(k), "evidence": theirs.get(k)} for k in c.differs},
+        redacted=[k for k in c.not_recorded if k in redacted],
+    )
 
 
 def _matches(
@@ -356,14 +384,16 @@ def _matches(
 ) -> list[EvidenceMatch]:
     """One comparison per distinct identity tuple (many records share one), one row each."""
     tuples = _tuples(rows) if rows else {}
-    by_tuple: dict[tuple[object, ...], Comparison] = {}
+    by_tuple: dict[tuple[object, ...], _Compared] = {}
+    by_group: dict[str, _Compared] = {}
+    for group, (theirs, redacted) in tuples.items():
+        key = (*(theirs.get(k) for k in LABELS), redacted)
+        if key not in by_tuple:
+            by_tuple[key] = _compared(cluster, (theirs, redacted))
+        by_group[group] = by_tuple[key]
     out = []
     for row in rows:
-        theirs, redacted = tuples[row.pk]
-        key = (*(theirs.get(k) for k in LABELS), redacted)
-        c = by_tuple.get(key)
-        if c is None:
-            c = by_tuple[key] = compare(cluster, theirs)
+        c = by_group[_group(row)]
         out.append(
             EvidenceMatch(
                 id=row.pk,
@@ -374,12 +404,10 @@ def _matches(
                 same_recipe=row.subject_digest == digest,
                 matches=c.matches,
                 differs=c.differs,
-                not_recorded=[k for k in c.not_recorded if k not in redacted],
+                not_recorded=c.not_recorded,
                 not_in_snapshot=c.not_in_snapshot,
-                values={
-                    k: {"snapshot": cluster.get(k), "evidence": theirs.get(k)} for k in c.differs
-                },
-                redacted=[k for k in c.not_recorded if k in redacted],
+                values=c.values,
+                redacted=c.redacted,
             )
         )
     return out
