@@ -25,6 +25,7 @@ from django.core.cache import cache
 
 from evidence_app.attestation import fingerprint_of
 from evidence_app.models import Evidence
+from evidence_app.services.staleness import identity_reasons
 from recipes_app import services as recipe_services
 from recipes_app.aicrd.errors import AicrdError
 from recipes_app.aicrd.resolve import current_catalog
@@ -50,6 +51,7 @@ from .identity import (
     compare,
     identity_of,
 )
+from .recorded import DIFFERS, PLAN, PLAN_LABEL, Difference
 from .snapshot_input import SnapshotInputError, read_snapshot_input
 from .stored import CheckTuple, check_tuple, identity_of_stored
 
@@ -92,6 +94,10 @@ class EvidenceMatch:
     values: dict[str, dict[str, str | None]]  # per differing identity: both values
     # The snapshot has it; the evidence's own redaction block says AICR's policy removed it.
     redacted: list[str] = field(default_factory=list)
+    # What changed between the evidence and this snapshot, each a named staleness reason
+    # (``identity-changed``: "<identity> changed from <the evidence's> to <the snapshot's>"),
+    # the plan first when the evidence was made for another digest of the recipe.
+    reasons: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def exact(self) -> bool:
@@ -166,6 +172,7 @@ class CheckResult:
                     "notInSnapshot": e.not_in_snapshot,
                     "matchesAsRecorded": e.matches_as_recorded,
                     "values": e.values,
+                    "reasons": e.reasons,
                 }
                 for e in self.evidence
             ],
@@ -364,6 +371,13 @@ class _Compared:
     not_in_snapshot: list[str]
     values: dict[str, dict[str, str | None]]
     redacted: list[str]
+    reasons: list[dict[str, str]]
+
+
+def _changed(key: str, label: str, evidence: str | None, snapshot: str | None) -> dict[str, str]:
+    """A change from the evidence to the snapshot, as the release's staleness words say it."""
+    found = Difference(key, label, DIFFERS, snapshot or "(none)", evidence)
+    return identity_reasons([found])[0].as_dict()
 
 
 def _compared(cluster: Mapping[str, str | None], found: CheckTuple) -> _Compared:
@@ -376,7 +390,15 @@ def _compared(cluster: Mapping[str, str | None], found: CheckTuple) -> _Compared
         not_in_snapshot=c.not_in_snapshot,
         values={k: {"snapshot": cluster.get(k), "evidence": theirs.get(k)} for k in c.differs},
         redacted=[k for k in c.not_recorded if k in redacted],
+        reasons=[_changed(k, LABELS[k], theirs.get(k), cluster.get(k)) for k in c.differs],
     )
+
+
+def _plan_changed(subject: str, digest: str, reasons: list[dict[str, str]]) -> list[dict[str, str]]:
+    """A record made for another digest of the recipe: a new plan needs its own run (AICR's
+    policy), named first."""
+    plan = _changed(PLAN, PLAN_LABEL, f"sha256:{subject}", f"sha256:{digest}")
+    return [plan, *reasons]
 
 
 def _matches(
@@ -408,6 +430,11 @@ def _matches(
                 not_in_snapshot=c.not_in_snapshot,
                 values=c.values,
                 redacted=c.redacted,
+                reasons=(
+                    c.reasons
+                    if row.subject_digest == digest
+                    else _plan_changed(row.subject_digest, digest, c.reasons)
+                ),
             )
         )
     return out

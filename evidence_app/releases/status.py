@@ -42,6 +42,8 @@ from evidence_app.corroborate import PASS, bucket_status
 from evidence_app.coverage.recorded import (
     DIFFERS,
     NOT_RECORDED,
+    PLAN,
+    PLAN_LABEL,
     REDACTED,
     TUPLE_LABELS,
     Difference,
@@ -69,8 +71,6 @@ STATUS_WORDS = {
 }
 NOT_RUN_SENTENCE = "Not qualified: not yet run on hardware"
 UPSTREAM_GATE = "not accepted by AICR's upstream gate"
-PLAN = "plan"
-PLAN_LABEL = "plan (the recipe's digest)"
 # The newest candidates read per profile (their identities are JSON): enough to find the
 # qualifying run among a recipe's recent ones; the page says how many it read.
 CANDIDATES = 200
