@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.core.cache import cache
 
@@ -306,11 +306,10 @@ def _remember(identities: Mapping[str, dict[str, str | None]]) -> None:
     _LOCAL.update(identities)
 
 
-@dataclass(frozen=True)
-class _Row:
+class _Row(NamedTuple):
     """The few columns of one counted evidence the check needs (no model instances: 1,000
-    of them would cost more to build than everything else), without its identities: those
-    are read once per distinct ``identity_key`` (``_tuples``)."""
+    of them would cost more to build than everything else; a tuple, built in C), without its
+    identities: those are read once per distinct ``identity_key`` (``_tuples``)."""
 
     pk: int
     sha256: str
@@ -338,7 +337,7 @@ def counted_evidence(recipe_names: Sequence[str]) -> list[_Row]:
             "identity_key",
         )
     )
-    return [_Row(*row) for row in rows]
+    return list(map(_Row._make, rows))
 
 
 def _group(row: _Row) -> str:
@@ -415,7 +414,7 @@ def _matches(
         by_group[group] = by_tuple[key]
     out = []
     for row in rows:
-        c = by_group[_group(row)]
+        c = by_group[row.identity_key or f"pk:{row.pk}"]
         out.append(
             EvidenceMatch(
                 id=row.pk,
