@@ -26,7 +26,7 @@ from evidence_app.consensus.outcomes import (
     phase_summaries,
 )
 from evidence_app.consensus.rules import GRID_PHASES, declared_checks
-from evidence_app.models import Evidence, PointerState, SignerKind, Verdict
+from evidence_app.models import Evidence, EvidencePointer, PointerState, SignerKind, Verdict
 from evidence_app.services.staleness import StaleReason, staleness_bulk
 from evidence_app.verification.commands import (
     KEY_SIGNED_UPSTREAM_NOTE,
@@ -66,13 +66,33 @@ def verify_commands(evidence: Evidence) -> list[CommandLine]:
     return [CommandLine(c.tool, c.text, c.note) for c in _rebuilt_commands(evidence)]
 
 
-def pointer_commands(evidence: Evidence) -> list[CommandLine]:
+def pointer_paths(ids: Sequence[int]) -> dict[int, list[str]]:
+    """The ingested pointer paths of each of ``ids`` (first 10 by path): one query for a page
+    of records, where ``pointer_commands`` alone costs one per record."""
+    out: dict[int, list[str]] = {pk: [] for pk in ids}
+    for pk, path in (
+        EvidencePointer.objects.filter(evidence_id__in=list(ids), state=PointerState.INGESTED)
+        .order_by("evidence_id", "path")
+        .values_list("evidence_id", "path")
+    ):
+        if len(out[pk]) < 10:
+            out[pk].append(path)
+    return out
+
+
+def pointer_commands(evidence: Evidence, paths: Sequence[str] | None = None) -> list[CommandLine]:
     """``aicr evidence verify <pointer>`` for each AICR pointer this record was taken in
-    through, pinned to the verified signer (never to what the pointer says)."""
+    through, pinned to the verified signer (never to what the pointer says); ``paths`` when
+    the caller read them already (``pointer_paths``)."""
     signer = evidence.signer
     if evidence.verdict != Verdict.VERIFIED or signer.kind != SignerKind.KEYLESS:
         return []
-    paths = evidence.pointers.filter(state=PointerState.INGESTED).values_list("path", flat=True)
+    if paths is None:
+        paths = list(
+            evidence.pointers.filter(state=PointerState.INGESTED)
+            .order_by("path")
+            .values_list("path", flat=True)[:10]
+        )
     return [
         CommandLine(
             "aicr (pointer)",
@@ -90,7 +110,7 @@ def pointer_commands(evidence: Evidence) -> list[CommandLine]:
             ),
             "from a checkout of the AICR tree the pointer was imported from",
         )
-        for path in paths.order_by("path")[:10]
+        for path in paths
     ]
 
 

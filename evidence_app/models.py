@@ -341,6 +341,14 @@ class Evidence(models.Model):
             "it names (coverage.recorded), read from the stored bytes at ingest."
         ),
     )
+    # Derived from the two above at ingest, so /check/ decodes one record's identities per
+    # distinct tuple instead of every record's ('' for a row stored before: read in full).
+    identity_key = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        help_text="sha256 of the tuple /check/ compares (coverage.stored.identity_key).",
+    )
     gpu_model = models.CharField(
         max_length=200, blank=True, help_text="identity['gpu_model'], a column to sort on."
     )
@@ -734,8 +742,8 @@ class Release(models.Model):
     deployment inputs it ships (the AICR image, the validator images) and the profiles
     (recipes) it claims, each optionally with its hardware/software tuple. Immutable once
     declared: an image rebuild is a new release (AICR's policy: a qualification covers exact
-    digests). Whether each profile is qualified is computed, never stored
-    (``evidence_app.releases.status``)."""
+    digests). Whether each profile is qualified is computed by ``evidence_app.releases.status``
+    and stored per profile (``ReleaseProfile``), kept current where evidence changes."""
 
     name = models.CharField(max_length=200, unique=True)
     operator_image = models.CharField(max_length=500, help_text="repo@sha256:<64 hex>.")
@@ -762,3 +770,42 @@ class Release(models.Model):
     @property
     def claimed(self) -> list[str]:
         return [str(p.get("recipe")) for p in self.profiles]
+
+
+class ReleaseProfile(models.Model):
+    """One claimed profile of a release and its stored status: ``releases.status`` (one
+    rule) computed when the release is declared and again, in the same transaction, by the
+    services that change what it rests on (ingest, withdrawal, signer re-classification, key
+    revocation, catalog import: ``releases.stored``). A status read is one indexed query; the
+    row says under which settings and catalog it was computed (``fingerprint``), and a read
+    that finds another recomputes it."""
+
+    release = models.ForeignKey(Release, on_delete=models.CASCADE, related_name="profile_rows")
+    position = models.PositiveIntegerField(help_text="Its place in Release.profiles.")
+    recipe_name = models.CharField(max_length=200)
+    status = models.CharField(max_length=24)
+    reason = models.TextField()
+    evidence: models.JSONField[list[int], list[int]] = models.JSONField(
+        default=list, help_text="The evidence ids the status rests on, best first."
+    )
+    # Display detail only (never filtered on): the identities the best run does not confirm.
+    differences: models.JSONField[list[dict[str, Any]], list[dict[str, Any]]] = models.JSONField(
+        default=list, help_text="[{key, label, state, expected, recorded}]"
+    )
+    examined = models.PositiveIntegerField(default=0, help_text="Candidate runs read.")
+    fingerprint = models.CharField(
+        max_length=500, help_text="The catalog and settings the status was computed under."
+    )
+    refreshed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["release", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["release", "recipe_name"], name="release_profile_recipe"
+            ),
+        ]
+        indexes = [models.Index(fields=["recipe_name"])]
+
+    def __str__(self) -> str:
+        return f"{self.release_id}: {self.recipe_name} {self.status}"

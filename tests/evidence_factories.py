@@ -19,6 +19,7 @@ from evidence_app.corroborate.allowlist import source_id
 from evidence_app.coverage.stored import (
     gpu_count_number,
     identities_of_stored,
+    identity_key,
     identity_of_stored,
 )
 from evidence_app.models import Container, Evidence, Signer, SignerClass, SignerKind, Verdict
@@ -161,6 +162,7 @@ class EvidenceFactory(factory.django.DjangoModelFactory):
     gpu_model = factory.LazyAttribute(lambda o: (o.identity.get("gpu_model") or "")[:200])
     gpu_count = factory.LazyAttribute(lambda o: gpu_count_number(o.identity.get("gpu_count")))
     identities = factory.LazyAttribute(identities_of_stored)
+    identity_key = factory.LazyAttribute(lambda o: identity_key(o.identities, o.identity))
 
     @factory.post_generation
     def stored_consensus(self, create: bool, extracted: object, **kwargs: object) -> None:

@@ -65,6 +65,11 @@ class CheckConstraintSerializer(serializers.Serializer):
     message = serializers.CharField()
 
 
+class IdentityChangeSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="`identity-changed` (a staleness reason's code).")
+    detail = serializers.CharField(help_text="'<identity> changed from <evidence> to <yours>'.")
+
+
 class CheckEvidenceSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     signer = serializers.CharField()
@@ -94,6 +99,12 @@ class CheckEvidenceSerializer(serializers.Serializer):
     )
     values = serializers.DictField(
         help_text="Per differing identity: {snapshot, evidence} (the two values)."
+    )
+    reasons = IdentityChangeSerializer(
+        many=True,
+        help_text="Each change between the evidence and the snapshot, named: "
+        "`identity-changed`, '<identity> changed from <the evidence's> to <the snapshot's>' "
+        "(the plan first when the evidence was made for another digest of the recipe).",
     )
 
 

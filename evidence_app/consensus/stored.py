@@ -69,6 +69,12 @@ def _lock(names: Collection[str] | None) -> None:
         )
 
 
+def lock_names(names: Collection[str] | None) -> None:
+    """The refresh locks for ``names`` (None: all), until the transaction ends: what a store
+    of anything derived from a recipe's evidence (``releases.stored``) takes too."""
+    _lock(names)
+
+
 # What a stored row holds, versioned: a release that stores more (2: ``confirmed_lacks``)
 # bumps it, so the first read after the deploy refreshes every row written without it.
 STORED_FIELDS_VERSION = 2
@@ -190,15 +196,40 @@ def _refresh_for_rules(now: datetime) -> int:
 # --- the hooks of the services that change what a badge rests on -----------------------------
 
 
+def _releases(names: Collection[str] | None, *, consensus: bool) -> None:
+    """The badges (when ``consensus``) and the release profile statuses of ``names`` (None:
+    all), in one transaction under the same locks."""
+    from evidence_app.releases.stored import profiles_refresh  # it reads this module's locks
+
+    with transaction.atomic(savepoint=False):
+        if consensus:
+            consensus_refresh(names)
+        else:
+            _lock(names)
+        profiles_refresh(names)
+
+
+def _moves_a_release(evidence: Evidence) -> bool:
+    """Whether a new record can change a release profile's status or sentence: a counted
+    run, or a live simulated, demo or counted-signer one that the "not yet run on hardware"
+    sentence counts (``releases.status._not_run_reason``). Others cost no query."""
+    return (
+        evidence.verdict == Verdict.VERIFIED
+        and evidence.withdrawn_at is None
+        and (evidence.is_simulated or evidence.is_demo or evidence.signer.counted)
+    )
+
+
 def evidence_stored(evidence: Evidence) -> None:
     """Ingest stored a new record: only a counted one can change a badge (reported and
     simulated runs never change a state, and only counted runs set the staleness bars)."""
-    if is_counted(evidence):
-        consensus_refresh([evidence.recipe_name])
+    counted = is_counted(evidence)
+    if counted or _moves_a_release(evidence):
+        _releases(frozenset([evidence.recipe_name]), consensus=counted)
 
 
 def evidence_withdrawn(evidence: Evidence) -> None:
-    consensus_refresh([evidence.recipe_name])
+    _releases(frozenset([evidence.recipe_name]), consensus=True)
 
 
 def signers_changed(signer_ids: Iterable[int]) -> None:
@@ -218,13 +249,14 @@ def signers_changed(signer_ids: Iterable[int]) -> None:
         .values_list("recipe_name", flat=True)
         .distinct()
     )
-    consensus_refresh(list(names))
+    _releases(frozenset(names), consensus=True)
 
 
 def catalog_changed() -> None:
-    """A new current catalog version: every badge's declared checks or staleness may move."""
+    """A new current catalog version: every badge's declared checks or staleness may move,
+    and every release profile's plan (the recipe's digest) and declared checks."""
     publication_changed()  # and the published coordinates
-    consensus_refresh()
+    _releases(None, consensus=True)
 
 
 def backfill_if_empty() -> int:

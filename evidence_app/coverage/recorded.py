@@ -379,6 +379,10 @@ def parse_json(data: bytes | None) -> Mapping[str, Any] | None:
 # --- comparing with what is expected ----------------------------------------------------------
 
 DIFFERS = "differs"
+# The plan a record was made for (its subject, the recipe's digest): a new plan needs its own
+# run (AICR's policy), so releases and /check/ name it as a changed identity too.
+PLAN = "plan"
+PLAN_LABEL = "plan (the recipe's digest)"
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.core.cache import cache
 
 from evidence_app.attestation import fingerprint_of
 from evidence_app.models import Evidence
+from evidence_app.services.staleness import identity_reasons
 from recipes_app import services as recipe_services
 from recipes_app.aicrd.errors import AicrdError
 from recipes_app.aicrd.resolve import current_catalog
@@ -47,14 +48,12 @@ from validators_app.orchestrator.readiness import (
 
 from .identity import (
     LABELS,
-    Comparison,
     compare,
     identity_of,
 )
-from .recorded import REDACTED
-from .recorded import identity as recorded_identity
+from .recorded import DIFFERS, PLAN, PLAN_LABEL, Difference
 from .snapshot_input import SnapshotInputError, read_snapshot_input
-from .stored import identity_of_stored
+from .stored import CheckTuple, check_tuple, identity_of_stored
 
 STATED_DIMENSIONS = ("service", "accelerator", "os", "intent", "platform")
 MAX_CRITERIA_VALUE = 100
@@ -95,6 +94,10 @@ class EvidenceMatch:
     values: dict[str, dict[str, str | None]]  # per differing identity: both values
     # The snapshot has it; the evidence's own redaction block says AICR's policy removed it.
     redacted: list[str] = field(default_factory=list)
+    # What changed between the evidence and this snapshot, each a named staleness reason
+    # (``identity-changed``: "<identity> changed from <the evidence's> to <the snapshot's>"),
+    # the plan first when the evidence was made for another digest of the recipe.
+    reasons: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def exact(self) -> bool:
@@ -169,6 +172,7 @@ class CheckResult:
                     "notInSnapshot": e.not_in_snapshot,
                     "matchesAsRecorded": e.matches_as_recorded,
                     "values": e.values,
+                    "reasons": e.reasons,
                 }
                 for e in self.evidence
             ],
@@ -302,10 +306,10 @@ def _remember(identities: Mapping[str, dict[str, str | None]]) -> None:
     _LOCAL.update(identities)
 
 
-@dataclass(frozen=True)
-class _Row:
+class _Row(NamedTuple):
     """The few columns of one counted evidence the check needs (no model instances: 1,000
-    of them would cost more to build than everything else)."""
+    of them would cost more to build than everything else; a tuple, built in C), without its
+    identities: those are read once per distinct ``identity_key`` (``_tuples``)."""
 
     pk: int
     sha256: str
@@ -314,8 +318,7 @@ class _Row:
     aicr_version: str
     signer_id: int
     signer_label: str
-    identities: dict[str, Any]  # Evidence.identities, recorded at ingest
-    identity: dict[str, str | None]  # Evidence.identity (rows stored before 0011's record)
+    identity_key: str  # '' for a row stored before the key: its identities are read alone
 
 
 def counted_evidence(recipe_names: Sequence[str]) -> list[_Row]:
@@ -331,37 +334,87 @@ def counted_evidence(recipe_names: Sequence[str]) -> list[_Row]:
             "aicr_version",
             "signer_id",
             "signer__label",
-            "identities",
-            "identity",
+            "identity_key",
         )
     )
-    return [_Row(*row) for row in rows]
+    return list(map(_Row._make, rows))
 
 
-def stored_identity(row: _Row) -> tuple[dict[str, str | None], frozenset[str]]:
-    """The identity tuple recorded at ingest, and the keys its bundle's redaction removed
-    (read from the row: nothing is re-read from the bytes per request)."""
-    if not row.identities:
-        return {k: row.identity.get(k) for k in LABELS}, frozenset()
-    found = {k: recorded_identity(row.identities, k) for k in LABELS}
-    return (
-        {k: i.value for k, i in found.items()},
-        frozenset(k for k, i in found.items() if i.state == REDACTED),
+def _group(row: _Row) -> str:
+    return row.identity_key or f"pk:{row.pk}"
+
+
+def _tuples(rows: Sequence[_Row]) -> dict[str, CheckTuple]:
+    """The compared tuple of each group of rows (``_group``: one ``identity_key``, or one row
+    stored without a key), read from one row of each: one query, whatever the number of
+    records sharing a tuple."""
+    first: dict[str, int] = {}
+    for row in rows:
+        first.setdefault(_group(row), row.pk)
+    read = {
+        pk: check_tuple(identities, identity or {})
+        for pk, identities, identity in Evidence.objects.filter(
+            pk__in=list(first.values())
+        ).values_list("pk", "identities", "identity")
+    }
+    return {group: read[pk] for group, pk in first.items()}
+
+
+@dataclass(frozen=True)
+class _Compared:
+    """One tuple's comparison with the cluster, shared by every record that recorded it."""
+
+    matches: list[str]
+    differs: list[str]
+    not_recorded: list[str]
+    not_in_snapshot: list[str]
+    values: dict[str, dict[str, str | None]]
+    redacted: list[str]
+    reasons: list[dict[str, str]]
+
+
+def _changed(key: str, label: str, evidence: str | None, snapshot: str | None) -> dict[str, str]:
+    """A change from the evidence to the snapshot, as the release's staleness words say it."""
+    found = Difference(key, label, DIFFERS, snapshot or "(none)", evidence)
+    return identity_reasons([found])[0].as_dict()
+
+
+def _compared(cluster: Mapping[str, str | None], found: CheckTuple) -> _Compared:
+    theirs, redacted = found
+    c = compare(cluster, theirs)
+    return _Compared(
+        matches=c.matches,
+        differs=c.differs,
+        not_recorded=[k for k in c.not_recorded if k not in redacted],
+        not_in_snapshot=c.not_in_snapshot,
+        values={k: {"snapshot": cluster.get(k), "evidence": theirs.get(k)} for k in c.differs},
+        redacted=[k for k in c.not_recorded if k in redacted],
+        reasons=[_changed(k, LABELS[k], theirs.get(k), cluster.get(k)) for k in c.differs],
     )
+
+
+def _plan_changed(subject: str, digest: str, reasons: list[dict[str, str]]) -> list[dict[str, str]]:
+    """A record made for another digest of the recipe: a new plan needs its own run (AICR's
+    policy), named first."""
+    plan = _changed(PLAN, PLAN_LABEL, f"sha256:{subject}", f"sha256:{digest}")
+    return [plan, *reasons]
 
 
 def _matches(
     rows: Sequence[_Row], cluster: Mapping[str, str | None], digest: str
 ) -> list[EvidenceMatch]:
     """One comparison per distinct identity tuple (many records share one), one row each."""
-    by_tuple: dict[tuple[object, ...], Comparison] = {}
+    tuples = _tuples(rows) if rows else {}
+    by_tuple: dict[tuple[object, ...], _Compared] = {}
+    by_group: dict[str, _Compared] = {}
+    for group, (theirs, redacted) in tuples.items():
+        key = (*(theirs.get(k) for k in LABELS), redacted)
+        if key not in by_tuple:
+            by_tuple[key] = _compared(cluster, (theirs, redacted))
+        by_group[group] = by_tuple[key]
     out = []
     for row in rows:
-        theirs, redacted = stored_identity(row)
-        key = (*(theirs.get(k) for k in LABELS), redacted)
-        c = by_tuple.get(key)
-        if c is None:
-            c = by_tuple[key] = compare(cluster, theirs)
+        c = by_group[row.identity_key or f"pk:{row.pk}"]
         out.append(
             EvidenceMatch(
                 id=row.pk,
@@ -372,12 +425,15 @@ def _matches(
                 same_recipe=row.subject_digest == digest,
                 matches=c.matches,
                 differs=c.differs,
-                not_recorded=[k for k in c.not_recorded if k not in redacted],
+                not_recorded=c.not_recorded,
                 not_in_snapshot=c.not_in_snapshot,
-                values={
-                    k: {"snapshot": cluster.get(k), "evidence": theirs.get(k)} for k in c.differs
-                },
-                redacted=[k for k in c.not_recorded if k in redacted],
+                values=c.values,
+                redacted=c.redacted,
+                reasons=(
+                    c.reasons
+                    if row.subject_digest == digest
+                    else _plan_changed(row.subject_digest, digest, c.reasons)
+                ),
             )
         )
     return out

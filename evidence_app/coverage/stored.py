@@ -8,13 +8,16 @@ the rows stored before that. Nothing recomputes them per request.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from evidence_app.json_shapes import Predicate
 
-from .identity import identity_from_fingerprint, identity_of, merged
-from .recorded import parse_json, recorded_identities
+from .identity import LABELS, identity_from_fingerprint, identity_of, merged
+from .recorded import REDACTED, parse_json, recorded_identities
+from .recorded import identity as recorded_identity
 from .snapshot_input import SnapshotInputError, read_snapshot_input
 
 SUMMARY_BUNDLE = "summary-bundle"  # Container.SUMMARY_BUNDLE, without importing the models
@@ -136,3 +139,29 @@ def identity_columns(evidence: StoredEvidence) -> dict[str, Any]:
         "gpu_model": (identity.get("gpu_model") or "")[:200],
         "gpu_count": gpu_count_number(identity.get("gpu_count")),
     }
+
+
+# --- the tuple /check/ compares ---------------------------------------------------------------
+
+CheckTuple = tuple[dict[str, str | None], frozenset[str]]
+
+
+def check_tuple(identities: Mapping[str, Any] | None, identity: Mapping[str, Any]) -> CheckTuple:
+    """The identity tuple ``/check/`` compares, and the keys the bundle's redaction removed:
+    from the identities recorded at ingest (``Evidence.identities``), or for a row stored
+    before those were recorded, its ``Evidence.identity`` columns (nothing redacted known)."""
+    if not identities:
+        return {k: identity.get(k) for k in LABELS}, frozenset()
+    found = {k: recorded_identity(identities, k) for k in LABELS}
+    return (
+        {k: i.value for k, i in found.items()},
+        frozenset(k for k, i in found.items() if i.state == REDACTED),
+    )
+
+
+def identity_key(identities: Mapping[str, Any] | None, identity: Mapping[str, Any]) -> str:
+    """``check_tuple`` as a sha256 (``Evidence.identity_key``): records with equal keys compare
+    alike, so ``/check/`` reads one record's identities per key, not every record's."""
+    theirs, redacted = check_tuple(identities, identity)
+    text = json.dumps([[theirs.get(k) for k in LABELS], sorted(redacted)], separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -17,6 +17,8 @@ from evidence_app.coverage.recorded import TUPLE_KEYS, split_image
 from evidence_app.models import Release
 from recipes_app.models import Catalog, Recipe
 
+from .stored import release_store
+
 MAX_NAME = 200
 MAX_IMAGE = 500
 MAX_PROFILES = 200
@@ -157,12 +159,19 @@ def release_fields(data: Any) -> dict[str, Any]:
 
 
 def release_declare(data: Any, *, by: Any = None) -> Release:
-    """Check and store a release; ``ReleaseInputError`` (nothing stored) when refused."""
+    """Check and store a release and its profiles' statuses (``releases.stored``, under the
+    locks of the evidence changes that refresh them); ``ReleaseInputError`` (nothing stored)
+    when refused."""
+    from evidence_app.consensus.stored import lock_names  # it imports releases.stored
+
     fields = release_fields(data)
     try:
         with transaction.atomic():
-            return Release.objects.create(
+            release = Release.objects.create(
                 created_by=by if getattr(by, "is_authenticated", False) else None, **fields
             )
+            lock_names(release.claimed)
+            release_store(release, Catalog.objects.current())
+            return release
     except IntegrityError:
         raise ReleaseInputError("name", f"a release named {fields['name']!r} exists") from None

@@ -29,7 +29,7 @@ release does not claim ("Not claimed").
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -42,6 +42,8 @@ from evidence_app.corroborate import PASS, bucket_status
 from evidence_app.coverage.recorded import (
     DIFFERS,
     NOT_RECORDED,
+    PLAN,
+    PLAN_LABEL,
     REDACTED,
     TUPLE_LABELS,
     Difference,
@@ -69,8 +71,6 @@ STATUS_WORDS = {
 }
 NOT_RUN_SENTENCE = "Not qualified: not yet run on hardware"
 UPSTREAM_GATE = "not accepted by AICR's upstream gate"
-PLAN = "plan"
-PLAN_LABEL = "plan (the recipe's digest)"
 # The newest candidates read per profile (their identities are JSON): enough to find the
 # qualifying run among a recipe's recent ones; the page says how many it read.
 CANDIDATES = 200
@@ -298,35 +298,41 @@ def profile_status(
     )
 
 
+def current_recipes(catalog: Catalog | None, names: Sequence[str]) -> dict[str, Recipe]:
+    """The current catalog's recipes called ``names`` with what a status reads (one query)."""
+    if catalog is None:
+        return {}
+    return {
+        r.name: r
+        for r in Recipe.objects.filter(catalog=catalog, name__in=list(names)).only(
+            "pk", "name", "digest", "digest_v3", "checks"
+        )
+    }
+
+
+def computed_profiles(
+    release: Release, catalog: Catalog | None, names: Collection[str] | None = None
+) -> list[ProfileStatus]:
+    """Each claimed profile's status computed now (of ``names``, None: all), in the
+    release's order: what ``releases.stored`` keeps in ``ReleaseProfile`` rows."""
+    entries = [e for e in release.profiles if names is None or str(e.get("recipe")) in names]
+    recipes = current_recipes(catalog, [str(e.get("recipe")) for e in entries])
+    return [profile_status(release, e, recipes.get(str(e.get("recipe")))) for e in entries]
+
+
 def release_profiles(release: Release, *, include_unclaimed: bool = False) -> list[ProfileStatus]:
     """Each claimed profile's status, in the release's order; with ``include_unclaimed``, then
-    every other current recipe with counted evidence, ``not-claimed``."""
+    every other current recipe with counted evidence, ``not-claimed``. Read from the stored
+    rows (``releases.stored``): a fixed number of queries whatever the number of records."""
+    from evidence_app.releases import stored  # stored imports this module
+
     catalog = Catalog.objects.current()
-    names = release.claimed
-    recipes = (
-        {
-            r.name: r
-            for r in Recipe.objects.filter(catalog=catalog, name__in=names).only(
-                "pk", "name", "digest", "digest_v3", "checks"
-            )
-        }
-        if catalog is not None
-        else {}
-    )
-    out = [
-        profile_status(release, entry, recipes.get(str(entry.get("recipe"))))
-        for entry in release.profiles
-    ]
+    out = stored.stored_profiles(release, catalog)
     if include_unclaimed and catalog is not None:
-        others = (
-            Evidence.objects.counted()
-            .filter(recipe_name__in=Recipe.objects.filter(catalog=catalog).values("name"))
-            .exclude(recipe_name__in=names)
-            .order_by("recipe_name")
-            .values_list("recipe_name", flat=True)
-            .distinct()
-        )
-        out += [ProfileStatus(n, NOT_CLAIMED, STATUS_WORDS[NOT_CLAIMED]) for n in others]
+        out += [
+            ProfileStatus(n, NOT_CLAIMED, STATUS_WORDS[NOT_CLAIMED])
+            for n in stored.unclaimed(catalog, release.claimed)
+        ]
     return out
 
 

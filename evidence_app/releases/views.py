@@ -23,7 +23,12 @@ from django.urls import reverse
 from django.utils.feedgenerator import Atom1Feed
 from django.views.decorators.http import require_safe
 
-from evidence_app.evidence_page import CommandLine, pointer_commands, verify_commands
+from evidence_app.evidence_page import (
+    CommandLine,
+    pointer_commands,
+    pointer_paths,
+    verify_commands,
+)
 from evidence_app.models import Evidence, Release
 from recipes_app.badges import CHAR_WIDTH, PADDING
 
@@ -77,7 +82,7 @@ class ProfileRow:
 
 def _rows(statuses: list[ProfileStatus]) -> list[ProfileRow]:
     """Each status with the evidence it rests on first, and that evidence's commands (one
-    query for the rows, one per row for its pointers)."""
+    query for the rows, one for all their pointers)."""
     firsts = [s.evidence[0] for s in statuses if s.evidence]
     loaded = {
         e.pk: e
@@ -85,10 +90,15 @@ def _rows(statuses: list[ProfileStatus]) -> list[ProfileRow]:
         .select_related("signer", "signer__key")
         .defer("content", "artifact", "transcript", "identities", "check_results")
     }
+    paths = pointer_paths(list(loaded)) if loaded else {}
     rows = []
     for s in statuses:
         first = loaded.get(s.evidence[0]) if s.evidence else None
-        commands = pointer_commands(first) + verify_commands(first) if first is not None else []
+        commands = (
+            pointer_commands(first, paths[first.pk]) + verify_commands(first)
+            if first is not None
+            else []
+        )
         rows.append(ProfileRow(s, first, commands))
     return rows
 

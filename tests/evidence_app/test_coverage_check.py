@@ -276,3 +276,86 @@ def test_aicrs_own_redacted_example_bundle_reports_redacted_identities_as_redact
     assert {"k8s_version", "os", "os_version", "aicr_version"} <= set(match.matches)
     assert "redacted by AICR's policy" in result.verdict
     assert result.covered, result.verdict
+
+
+# --- identity changes between the snapshot and the evidence, as named reasons --------------------
+
+
+def test_each_identity_the_snapshot_changed_is_a_named_reason(example_recipe: Recipe) -> None:
+    publish(example_recipe, full_snapshot(driver="570.86.15", kernel="6.8.0-1030-aws"))
+    (match,) = check_snapshot(as_yaml(full_snapshot()), STATED).evidence
+    assert sorted(match.differs) == ["driver", "kernel"]
+    assert sorted(r["detail"] for r in match.reasons) == [
+        "GPU driver changed from 570.86.15 to 580.95.05",
+        "kernel changed from 6.8.0-1030-aws to 6.8.0-1015-aws",
+    ]
+    assert {r["code"] for r in match.reasons} == {"identity-changed"}
+
+
+def test_a_matching_or_redacted_identity_is_no_reason(example_recipe: Recipe) -> None:
+    publish(example_recipe, full_snapshot(), lab="lab-a")
+    publish(example_recipe, full_snapshot(), lab="lab-b", redact=True)
+    result = check_snapshot(as_yaml(full_snapshot()), STATED)
+    assert len(result.evidence) == 2
+    assert any(e.redacted for e in result.evidence)
+    assert [e.reasons for e in result.evidence] == [[], []]
+
+
+def test_a_record_of_another_plan_names_the_plan_first(example_recipe: Recipe) -> None:
+    stored = publish(example_recipe, full_snapshot(driver="570.86.15"))
+    Evidence.objects.filter(pk=stored.pk).update(subject_digest="f" * 64)
+    (match,) = check_snapshot(as_yaml(full_snapshot()), STATED).evidence
+    assert [r["detail"] for r in match.reasons] == [
+        "plan (the recipe's digest) changed from sha256:" + "f" * 64 + " to sha256:"
+        f"{example_recipe.digest}",
+        "GPU driver changed from 570.86.15 to 580.95.05",
+    ]
+
+
+def test_the_api_returns_the_reasons(client, example_recipe: Recipe) -> None:  # type: ignore[no-untyped-def]
+    publish(example_recipe, full_snapshot(driver="570.86.15"))
+    body = json.dumps({"snapshot": as_yaml(full_snapshot()), **STATED})
+    response = client.post("/api/v1/check/", data=body, content_type="application/json")
+    assert response.status_code == 200
+    (evidence,) = response.json()["evidence"]
+    assert evidence["reasons"] == [
+        {"code": "identity-changed", "detail": "GPU driver changed from 570.86.15 to 580.95.05"}
+    ]
+
+
+def test_records_sharing_a_tuple_share_one_identity_key_and_compare_alike(
+    example_recipe: Recipe,
+) -> None:
+    publish(example_recipe, full_snapshot(driver="570.86.15"), lab="lab-a")
+    publish(example_recipe, full_snapshot(driver="570.86.15"), lab="lab-b")
+    publish(example_recipe, full_snapshot(), lab="lab-c")
+    keys = set(Evidence.objects.values_list("identity_key", flat=True))
+    assert len(keys) == 2
+    assert "" not in keys
+    result = check_snapshot(as_yaml(full_snapshot()), STATED)
+    assert sorted(e.differs for e in result.evidence) == [[], ["driver"], ["driver"]]
+
+
+def test_a_row_stored_without_an_identity_key_is_compared_from_its_own_identities(
+    example_recipe: Recipe,
+) -> None:
+    publish(example_recipe, full_snapshot(driver="570.86.15"), lab="lab-a")
+    publish(example_recipe, full_snapshot(), lab="lab-b")
+    Evidence.objects.update(identity_key="")
+    result = check_snapshot(as_yaml(full_snapshot()), STATED)
+    assert sorted(e.differs for e in result.evidence) == [[], ["driver"]]
+
+
+def test_migration_0014_fills_the_identity_keys(example_recipe: Recipe) -> None:
+    import importlib
+
+    from django.apps import apps
+
+    stored = publish(example_recipe, full_snapshot())
+    expected = Evidence.objects.get(pk=stored.pk).identity_key
+    Evidence.objects.update(identity_key="")
+    migration = importlib.import_module(
+        "evidence_app.migrations.0014_release_profiles_identity_key"
+    )
+    migration.fill_identity_keys(apps, None)
+    assert Evidence.objects.get(pk=stored.pk).identity_key == expected != ""

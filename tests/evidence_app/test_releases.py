@@ -97,9 +97,11 @@ def run(
     failed: str = "",
     redacted: bool = False,
     days_ago: int = 1,
+    allocation: str | None = None,
     **fields: Any,
 ) -> Evidence:
-    """A counted run of ``recipe`` on hardware recording these identities (keyless signer)."""
+    """A counted run of ``recipe`` on hardware recording these identities (keyless signer);
+    ``allocation``: the GPU allocation policy ingest resolved from the bundle's recipe."""
     predicate = dict(example_statement()["predicate"])
     predicate["validatorImages"] = [{"image": VALIDATOR, "digest": validator}]
     snapshot = snapshot if snapshot is not None else full_snapshot()
@@ -108,7 +110,13 @@ def run(
     else:
         predicate.pop("redaction")
     images = {OPERATOR: operator, CHART: chart, AICR: aicr, WORKLOAD: sha("9")}
-    identities = recorded_identities(predicate, snapshot=snapshot, bom=bom(images))
+    identities = recorded_identities(
+        predicate,
+        snapshot=snapshot,
+        bom=bom(images),
+        recipe={} if allocation else None,
+        allocation=(lambda _recipe: allocation) if allocation else None,
+    )
     return EvidenceFactory(
         recipe=recipe,
         predicate=predicate,
@@ -273,6 +281,82 @@ def test_each_tuple_element_unqualifies_until_the_profile_runs_with_it(
         f"Unqualified until the profile runs with it: {label} changed from {TUPLE[key]} to {value}"
     )
     again = run(h100, snapshot=_snapshot_with(key, value))
+    assert (status_of(release).status, status_of(release).evidence) == ("qualified", [again.pk])
+
+
+def _reading(snapshot: dict[str, Any], mtype: str, subtype: str) -> dict[str, Any]:
+    measurement = next(m for m in snapshot["measurements"] if m["type"] == mtype)
+    found = next((s for s in measurement["subtypes"] if s["subtype"] == subtype), None)
+    if found is None:
+        found = {"subtype": subtype, "data": {}}
+        measurement["subtypes"].append(found)
+    data: dict[str, Any] = found["data"]
+    return data
+
+
+def _with_fabric(snapshot: dict[str, Any], fabric: str) -> dict[str, Any]:
+    snapshot["measurements"].append(
+        {
+            "type": "NetworkTopology",
+            "subtypes": [{"subtype": "summary", "data": {"fabric": fabric}}],
+        }
+    )
+    return snapshot
+
+
+def _other_tuple(key: str, value: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(run kwargs before, run kwargs after) for a tuple element moved to ``value``."""
+    before, after = full_snapshot(), full_snapshot()
+    if key == "k8s_version":
+        after = full_snapshot(k8s=f"v{value}-eks-1")
+    elif key == "gpu_count":
+        after = full_snapshot(gpu_count=int(value))
+    elif key == "gpu_model":
+        _reading(after, "GPU", "hardware")["model"] = value
+    elif key == "os_version":
+        _reading(after, "OS", "release")["VERSION_ID"] = value
+    elif key == "dra_driver":
+        _reading(after, "K8s", "helm")["nvidia-dra-driver-gpu.version"] = value
+    elif key == "fabric":
+        return {"snapshot": _with_fabric(before, "ib-a")}, {"snapshot": _with_fabric(after, value)}
+    elif key == "gpu_allocation":
+        return {"allocation": "device-plugin"}, {"allocation": value}
+    return {"snapshot": before}, {"snapshot": after}
+
+
+# The rest of the recorded tuple (the policy's "GPU Operator or DRA mode", fabric, and what the
+# snapshot records besides): each a declared identity that flips the status and back.
+MORE_TUPLE_CHANGES = [
+    ("k8s_version", "1.34.1", "Kubernetes version"),
+    ("gpu_count", "4", "GPU count"),
+    ("gpu_model", "NVIDIA H200", "GPU model"),
+    ("os_version", "22.04", "OS version"),
+    ("dra_driver", "25.12.1", "DRA driver"),
+    ("fabric", "ib-b", "fabric (network topology)"),
+    ("gpu_allocation", "dra", "GPU allocation mode"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "label"), MORE_TUPLE_CHANGES)
+def test_every_other_tuple_element_unqualifies_until_the_profile_runs_with_it(
+    h100: Recipe, key: str, value: str, label: str
+) -> None:
+    before, after = _other_tuple(key, value)
+    old = run(h100, days_ago=3, **before)
+    recorded = old.identities["values"][key]["value"]
+    assert recorded not in (None, value)
+    pinned = release_body(name="operator v1.0.0 pinned")
+    pinned["profiles"][0]["tuple"][key] = recorded
+    assert status_of(release_declare(pinned)).status == "qualified"
+    moved = release_body(name="operator v1.0.0 moved")
+    moved["profiles"][0]["tuple"][key] = value
+    release = release_declare(moved)
+    status = status_of(release)
+    assert status.status == "unqualified-changed"
+    assert status.reason == (
+        f"Unqualified until the profile runs with it: {label} changed from {recorded} to {value}"
+    )
+    again = run(h100, **after)
     assert (status_of(release).status, status_of(release).evidence) == ("qualified", [again.pk])
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 
 from evidence_app.consensus.stored import evidence_stored as refresh_consensus
-from evidence_app.coverage.stored import identities_of_stored, identity_columns
+from evidence_app.coverage.stored import identities_of_stored, identity_columns, identity_key
 from evidence_app.exports.artefact import publication_changed
 from evidence_app.models import Allowlist, Evidence, Signer, UploadOutcome, Verdict
 from evidence_app.services import signers
@@ -132,6 +132,7 @@ def _store_once(
     evidence.identities = identities_of_stored(
         evidence, read_values=catalog_values_reader(catalog_id)
     )
+    evidence.identity_key = identity_key(evidence.identities, evidence.identity)
     insert_row(evidence)
     refresh_consensus(evidence)  # the recipe's stored consensus badge, in this transaction
     publication_changed()  # /aicr/data/ rebuilt by a task after the commit (no statement here)
