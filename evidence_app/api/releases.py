@@ -39,6 +39,11 @@ class ProfileClaimSerializer(serializers.Serializer[Any]):
         help_text="The profile's hardware/software tuple (instance_type, node_image, kernel, "
         "driver, gpu_operator, dra_driver, gpu_allocation, fabric, …); empty when not declared.",
     )
+    workload_images = ValidatorImageSerializer(
+        many=True,
+        required=False,
+        help_text="The workload images the profile's runs must record (repository and digest).",
+    )
 
 
 class ReleaseInputSerializer(serializers.Serializer[Any]):
@@ -51,8 +56,9 @@ class ReleaseInputSerializer(serializers.Serializer[Any]):
     validator_images = ValidatorImageSerializer(many=True)
     profiles = serializers.ListField(
         child=serializers.JSONField(),
-        help_text='Recipe names of the current catalog; an entry may be {"recipe", "tuple"} '
-        "to declare the profile's hardware/software tuple.",
+        help_text='Recipe names of the current catalog; an entry may be {"recipe", "tuple", '
+        '"workload_images": [{"image", "digest"}]} to declare the profile\'s hardware/software '
+        "tuple and the workload images its runs must record.",
     )
 
 

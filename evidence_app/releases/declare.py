@@ -59,8 +59,9 @@ def pinned_image(field: str, value: Any) -> str:
     return f"{repository}@{digest}"
 
 
-def _validator_images(value: Any) -> list[dict[str, str]]:
-    field = "validator_images"
+def _validator_images(value: Any, field: str = "validator_images") -> list[dict[str, str]]:
+    """Images pinned by digest, ``[{"image": repo, "digest": "sha256:…"}]``, one per
+    repository: the release's validator images, or a profile's workload images."""
     if not isinstance(value, list):
         raise ReleaseInputError(field, 'a list of {"image": repo, "digest": "sha256:…"}')
     if len(value) > MAX_VALIDATOR_IMAGES:
@@ -115,8 +116,13 @@ def _profiles(value: Any) -> list[dict[str, Any]]:
     for i, entry in enumerate(value):
         where = f"{field}[{i}]"
         tuple_: dict[str, str] = {}
+        workloads: list[dict[str, str]] = []
         if isinstance(entry, Mapping):
             tuple_ = _tuple(f"{where}.tuple", entry.get("tuple"))
+            if entry.get("workload_images") is not None:
+                workloads = _validator_images(
+                    entry.get("workload_images"), f"{where}.workload_images"
+                )
             entry = entry.get("recipe")
             where = f"{where}.recipe"
         if not isinstance(entry, str) or not entry.strip():
@@ -127,6 +133,10 @@ def _profiles(value: Any) -> list[dict[str, Any]]:
         if catalog is None or not Recipe.objects.filter(catalog=catalog, name=name).exists():
             raise ReleaseInputError(where, f"{name[:100]!r} is not a recipe of the current catalog")
         out[name] = {"recipe": name, "tuple": tuple_}
+        if workloads:
+            # The workload images the profile's runs must record (AICR's tuple: "workload
+            # image"), each compared by its repository's digest like the validator images.
+            out[name]["workload_images"] = workloads
     return list(out.values())
 
 

@@ -122,8 +122,11 @@ class ProfileStatus:
         }
 
 
-def expected_identities(release: Release, tuple_: Mapping[str, str]) -> list[Expected]:
-    """What a run must record to qualify the profile: the release's images, then the tuple."""
+def expected_identities(release: Release, entry: Mapping[str, Any]) -> list[Expected]:
+    """What a run must record to qualify the profile ``entry`` (one of ``release.profiles``;
+    ``{}`` for the release's own identities only): the release's images, then the profile's
+    tuple and workload images."""
+    tuple_: Mapping[str, str] = entry.get("tuple") or {}
     out = []
     for key, label, ref in (
         ("operator_image", "operator image", release.operator_image),
@@ -144,6 +147,16 @@ def expected_identities(release: Release, tuple_: Mapping[str, str]) -> list[Exp
         )
     for key, value in tuple_.items():
         out.append(Expected(key, TUPLE_LABELS.get(key, key), value))
+    for image in entry.get("workload_images") or ():
+        repository = image["image"]
+        out.append(
+            Expected(
+                f"workload_image:{repository}",
+                f"workload image {repository}",
+                f"{repository}@{image['digest']}",
+                image=repository,
+            )
+        )
     return out
 
 
@@ -257,7 +270,7 @@ def profile_status(
             f"Not qualified: {name} is not a recipe of the current catalog",
             tuple=tuple_,
         )
-    candidates, examined = _candidates(recipe, expected_identities(release, tuple_))
+    candidates, examined = _candidates(recipe, expected_identities(release, entry))
     if not candidates:
         return ProfileStatus(name, NOT_QUALIFIED, _not_run_reason(name), tuple=tuple_)
     qualifying = [c for c in candidates if c.qualifies]
@@ -362,7 +375,7 @@ def matching_evidence(release: Release, recipe: Recipe, ids: Sequence[int]) -> s
     lens counts. Checks are not asked here (consensus judges them); key-signed runs are kept
     and labelled by the grid ("not accepted by AICR's upstream gate")."""
     entry = next((p for p in release.profiles if p.get("recipe") == recipe.name), {})
-    expected = expected_identities(release, dict(entry.get("tuple") or {}))
+    expected = expected_identities(release, entry)
     rows = (
         Evidence.objects.filter(pk__in=list(ids))
         .order_by("-attested_at", "-pk")

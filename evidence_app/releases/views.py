@@ -62,6 +62,7 @@ class ProfileRow:
     status: ProfileStatus
     first: Evidence | None
     commands: list[CommandLine]
+    workload_images: list[str]
 
     @property
     def css(self) -> str:
@@ -80,7 +81,7 @@ class ProfileRow:
         return self.status.evidence[:SHOWN_LINKS]
 
 
-def _rows(statuses: list[ProfileStatus]) -> list[ProfileRow]:
+def _rows(release: Release, statuses: list[ProfileStatus]) -> list[ProfileRow]:
     """Each status with the evidence it rests on first, and that evidence's commands (one
     query for the rows, one for all their pointers)."""
     firsts = [s.evidence[0] for s in statuses if s.evidence]
@@ -91,6 +92,12 @@ def _rows(statuses: list[ProfileStatus]) -> list[ProfileRow]:
         .defer("content", "artifact", "transcript", "identities", "check_results")
     }
     paths = pointer_paths(list(loaded)) if loaded else {}
+    workloads = {
+        str(p.get("recipe")): [
+            f"{w['image']}@{w['digest']}" for w in p.get("workload_images") or ()
+        ]
+        for p in release.profiles
+    }
     rows = []
     for s in statuses:
         first = loaded.get(s.evidence[0]) if s.evidence else None
@@ -99,7 +106,7 @@ def _rows(statuses: list[ProfileStatus]) -> list[ProfileRow]:
             if first is not None
             else []
         )
-        rows.append(ProfileRow(s, first, commands))
+        rows.append(ProfileRow(s, first, commands, workloads.get(s.recipe, [])))
     return rows
 
 
@@ -117,7 +124,7 @@ def release_detail(request: HttpRequest, pk: int) -> HttpResponse:
     counts = summary(statuses)
     context: dict[str, Any] = {
         "release": release,
-        "rows": _rows(statuses),
+        "rows": _rows(release, statuses),
         "counts": counts,
         "tally": [(STATUS_WORDS[status], n) for status, n in counts.items() if n],
         "declared": declared,

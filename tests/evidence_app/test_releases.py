@@ -21,7 +21,7 @@ from evidence_app.attestation.redact import redact_snapshot
 from evidence_app.consensus.rules import declared_checks
 from evidence_app.coverage.recorded import recorded_identities
 from evidence_app.models import Evidence, Release, Role, SignerKind
-from evidence_app.releases.declare import release_declare
+from evidence_app.releases.declare import ReleaseInputError, release_declare
 from evidence_app.releases.status import release_profiles
 from evidence_app.services.tokens import token_create
 from recipes_app.models import Recipe
@@ -93,6 +93,7 @@ def run(
     chart: str = sha("2"),
     aicr: str = sha("3"),
     validator: str = sha("4"),
+    workload: str = sha("9"),
     snapshot: dict[str, Any] | None = None,
     failed: str = "",
     redacted: bool = False,
@@ -109,7 +110,7 @@ def run(
         snapshot = redact_snapshot(snapshot)
     else:
         predicate.pop("redaction")
-    images = {OPERATOR: operator, CHART: chart, AICR: aicr, WORKLOAD: sha("9")}
+    images = {OPERATOR: operator, CHART: chart, AICR: aicr, WORKLOAD: workload}
     identities = recorded_identities(
         predicate,
         snapshot=snapshot,
@@ -252,6 +253,38 @@ def test_a_changed_release_identity_unqualifies_until_the_profile_runs_with_it(
     again = run(h100, **run_change)
     status = status_of(changed)
     assert (status.status, status.reason, status.evidence) == ("qualified", "Qualified", [again.pk])
+
+
+def test_a_profiles_workload_image_unqualifies_until_the_profile_runs_with_it(
+    h100: Recipe,
+) -> None:
+    """The policy's tuple names the workload image: declared per profile, by digest."""
+    run(h100, days_ago=3)
+    body = release_body()
+    body["profiles"][0]["workload_images"] = [{"image": WORKLOAD, "digest": sha("9")}]
+    assert status_of(release_declare(body)).status == "qualified"
+    moved = release_body(name="operator v1.0.0 new workload")
+    moved["profiles"][0]["workload_images"] = [{"image": WORKLOAD, "digest": sha("a")}]
+    release = release_declare(moved)
+    status = status_of(release)
+    assert status.status == "unqualified-changed"
+    assert status.reason == (
+        f"Unqualified until the profile runs with it: workload image {WORKLOAD} changed from "
+        f"{WORKLOAD}@{sha('9')} to {WORKLOAD}@{sha('a')}"
+    )
+    again = run(h100, workload=sha("a"))
+    assert (status_of(release).status, status_of(release).evidence) == ("qualified", [again.pk])
+    page = Client().get(f"/releases/{release.pk}/").content.decode()
+    assert f'workload <code class="wrap-anywhere">{WORKLOAD}@{sha("a")}</code>' in page
+
+
+def test_a_malformed_workload_image_is_refused_by_name(h100: Recipe) -> None:
+    body = release_body()
+    body["profiles"][0]["workload_images"] = [{"image": WORKLOAD, "digest": "sha256:nope"}]
+    with pytest.raises(ReleaseInputError) as refused:
+        release_declare(body)
+    assert refused.value.field == "profiles[0].workload_images[0].digest"
+    assert not Release.objects.exists()
 
 
 def _snapshot_with(key: str, value: str) -> dict[str, Any]:
