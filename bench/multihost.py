@@ -6,12 +6,20 @@ With two web hosts and two worker hosts behind nginx, then one of each (the same
 the same data: nginx reloaded with one upstream server, the second worker host stopped while
 idle): sustained evidence uploads per second (distinct signed bundles, 8 clients), page p95
 (a mix of pages and API lists, 8 clients) and validation runs finished per minute (runs on
-simulated clusters, one cluster each), on the demo data plus the uploads (a few hundred
-records: rows copied in SQL to reach 10,000 lacked what ingest writes beside each record, and
-pages answered 500 on them, so this bench does not fake a large table). Needs root
-(namespaces). Prints figures; asserts nothing.
+simulated clusters, one cluster each).
 
-Run: ``.venv/bin/python bench/multihost.py [--uploads 40] [--gets 200] [--runs 4]``.
+The data: the demo seed plus the uploads, or with ``--records N`` N evidence records made by
+bench/scale.py's builder (issue 22: real ingested bundles, signers classified as the product
+does, each record with its upload log, the derived tables refreshed by the product's services),
+built once on a scratch database (``BENCH_DATABASE_URL``, default ``aicr_bench_multihost`` on
+127.0.0.1:5432), dumped with ``pg_dump -Fc`` (``--dump``, default
+``.run/bench-multihost-N.dump``, reused when it exists) and restored into the deployment's
+database before its ``migrate``, as an operator restores a backup. (Rows copied in SQL
+without what ingest writes beside each record made pages answer 500: this bench uses the
+builder, never such rows.) Needs root (namespaces). Prints figures; asserts nothing.
+
+Run: ``.venv/bin/python bench/multihost.py [--records 100000] [--uploads 40] [--gets 200]
+[--runs 4]``.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import platform
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +52,50 @@ from tests.validators_app.runs_support import RECIPE  # noqa: E402
 
 PAGES = ("/recipes/", "/evidence/", "/api/v1/evidence/", "/qualifications/", "/runs/")
 CLIENTS = 8
+
+
+def load() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+
+
+def build_dump(records: int, signers: int, dump: Path) -> None:
+    """N records by bench/scale.py on a scratch database, dumped to ``dump``, the scratch
+    database dropped."""
+    import psycopg
+
+    url = os.environ.get(
+        "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/aicr_bench_multihost"
+    )
+    started = time.perf_counter()
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "scale.py"),
+            "--records",
+            str(records),
+            "--signers",
+            str(signers),
+            "--keep",
+            "--requests",
+            "1",
+            "--only",
+            "/",
+        ],
+        env={**os.environ, "BENCH_DATABASE_URL": url},
+        check=True,
+    )
+    built = time.perf_counter() - started
+    dump.parent.mkdir(parents=True, exist_ok=True)
+    pg_bin = Path(sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_dump"))[-1]).parent
+    subprocess.run([str(pg_bin / "pg_dump"), "-Fc", "-Z", "1", "-f", str(dump), url], check=True)
+    base, _, name = url.rpartition("/")
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    print(
+        f"[multihost] {records:,} records built in {built:.0f} s and dumped "
+        f"({dump.stat().st_size / 2**20:.0f} MiB); {load()}",
+        flush=True,
+    )
 
 
 def pct(samples: list[float], q: float) -> float:
@@ -136,14 +189,29 @@ def main() -> None:
     parser.add_argument("--uploads", type=int, default=40)
     parser.add_argument("--gets", type=int, default=200)
     parser.add_argument("--runs", type=int, default=4)
+    parser.add_argument("--records", type=int, default=0, help="bench/scale.py's data set")
+    parser.add_argument("--signers", type=int, default=10_000)
+    parser.add_argument("--dump", type=Path, help="the data set's pg_dump (made if missing)")
     args = parser.parse_args()
 
+    dump: Path | None = None
+    if args.records:
+        dump = args.dump or REPO / ".run" / f"bench-multihost-{args.records}.dump"
+        if not dump.exists():
+            build_dump(args.records, args.signers, dump)
     tmp = Path(tempfile.mkdtemp(prefix="aicr-bench-multihost-"))
     site = Deployment(tmp, bundles=2 * args.uploads)
     try:
-        site.up()
+        started = time.perf_counter()
+        site.up(restore=dump)
+        print(
+            f"[multihost] deployment up in {time.perf_counter() - started:.0f} s"
+            f"{' (the dump restored)' if dump else ''}; {load()}",
+            flush=True,
+        )
         total = int(site.sql("SELECT count(*) FROM evidence_app_evidence")[0][0])
         rows: dict[str, dict[str, Any]] = {}
+        loads: list[str] = [load()]
         for label, first in (("2 web + 2 worker hosts", 0), ("1 web + 1 worker host", 1)):
             if first:
                 one_web_host(site)
@@ -160,11 +228,12 @@ def main() -> None:
                 "page statuses": page_statuses,
                 "runs/min": runs_per_minute(site, args.runs, f"r{first}"),
             }
+            loads.append(load())
         print(
             f"\n[multihost] {platform.machine()}, {os.cpu_count()} CPUs (every host shares "
             f"them); {total:,} evidence records on PostgreSQL; {args.uploads} distinct uploads, "
             f"{args.gets} page GETs ({', '.join(PAGES)}), {CLIENTS} clients, through nginx; "
-            f"{args.runs} runs (deployment phase, simulated clusters)"
+            f"{args.runs} runs (deployment phase, simulated clusters)\n  load: " + " | ".join(loads)
         )
         for label, figures in rows.items():
             print(
