@@ -110,9 +110,11 @@ def multipart(filename: str, content: bytes) -> tuple[bytes, str]:
 
 
 class Deployment:
-    def __init__(self, tmp: Path, bundles: int = 50) -> None:
+    def __init__(self, tmp: Path, bundles: int = 50, worker_concurrency: int = 1) -> None:
         self.tmp = tmp
         self.bundle_count = bundles
+        # One slot per worker host: a test knows which host holds a task by which is busy.
+        self.worker_concurrency = worker_concurrency
         tmp.chmod(0o755)  # PostgreSQL runs as its own user and reads its files here
         (tmp / "logs").mkdir()
         self.net = Network(tmp / "logs")
@@ -302,7 +304,7 @@ class Deployment:
                 "--queues",
                 "validation,ingest,celery",
                 "--concurrency",
-                "1",
+                str(self.worker_concurrency),
                 "-n",
                 f"{name}@%h",
                 "--without-gossip",
@@ -348,7 +350,9 @@ class Deployment:
             f"error_log {nginx}/error.log warn;\n"
             "events { worker_connections 1024; }\n"
             "http {\n"
-            f"  access_log {nginx}/access.log;\n"
+            # When each request ended and which web host(s) it went to (tests read it).
+            "  log_format hosts '$msec $status $request_method $upstream_addr';\n"
+            f"  access_log {nginx}/access.log hosts;\n"
             f"  client_body_temp_path {nginx}/body; proxy_temp_path {nginx}/proxy;\n"
             f"  fastcgi_temp_path {nginx}/f; uwsgi_temp_path {nginx}/u; scgi_temp_path {nginx}/s;\n"
             f"  include {nginx}/site.conf;\n"
@@ -414,6 +418,15 @@ class Deployment:
 
     def ready(self) -> bool:
         return self.request("/ready", timeout=10).status == 200
+
+    def proxied(self) -> list[tuple[float, int, str, list[str]]]:
+        """nginx's access log: (when it answered, status, method, the web hosts it tried in
+        order: more than one when it moved on from a host that refused)."""
+        out = []
+        for line in (self.tmp / "nginx" / "access.log").read_text().splitlines():
+            at, status, method, *upstreams = line.replace(",", " ").split()
+            out.append((float(at), int(status), method, [u.split(":")[0] for u in upstreams]))
+        return out
 
     def logs(self, *names: str) -> str:
         out = []

@@ -468,6 +468,7 @@ def test_sigterm_to_a_web_host_under_load_answers_every_request_it_had(deploymen
         thread.start()
     try:
         time.sleep(1.5)
+        sent = time.time()
         started = time.perf_counter()
         codes = deployment.host("web1").stop(signal.SIGTERM, 60)
         exit_seconds = time.perf_counter() - started
@@ -477,11 +478,20 @@ def test_sigterm_to_a_web_host_under_load_answers_every_request_it_had(deploymen
         for thread in threads:
             thread.join()
     statuses = Counter(a.status for a in answers)
-    figures["web SIGTERM under load: statuses, seconds to exit"] = (
+    web1 = deployment.host("web1").address
+    after = [row for row in deployment.proxied() if row[0] > sent]
+    # web1 closed its port at the SIGTERM: what it answered after was in its hands before.
+    held = Counter(status for _, status, _, hosts in after if hosts[-1] == web1)
+    moved_on = sum(1 for *_, hosts in after if hosts[:1] == [web1] and len(hosts) > 1)
+    figures["web SIGTERM under load: statuses; held by it then answered; moved on; s to exit"] = (
         dict(statuses),
+        dict(held),
+        moved_on,
         round(exit_seconds, 2),
     )
     assert codes == [0], deployment.logs("gunicorn")
+    assert sum(held.values()) >= 1  # the stop caught requests in flight on it
+    assert set(held) <= {200, 201}
     assert set(statuses) <= {200, 201}, (statuses, deployment.logs("nginx"))
     assert _evidence_count(deployment) == before + 4
     deployment.start_web("web1")
