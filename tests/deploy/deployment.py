@@ -278,6 +278,8 @@ class Deployment:
                 "1",
                 "--threads",
                 "8",
+                "--worker-class",
+                "aicr_site.gunicorn_worker.ThreadWorker",
                 "--timeout",
                 "120",
                 "--graceful-timeout",
