@@ -18,4 +18,5 @@ USER 10001:10001
 ENV DEBUG=0 PYTHONDONTWRITEBYTECODE=1
 EXPOSE 8000
 CMD [".venv/bin/gunicorn", "aicr_site.wsgi:application", "--bind", "0.0.0.0:8000", \
-     "--workers", "4", "--threads", "8", "--access-logfile", "-"]
+     "--workers", "4", "--threads", "8", "--worker-class", "aicr_site.gunicorn_worker.ThreadWorker", \
+     "--access-logfile", "-"]

@@ -34,14 +34,30 @@ def pointers_retry() -> int:
     return pointers.pointers_retry()
 
 
-@shared_task(name="evidence_app.tasks.publication_rebuild", acks_late=True)
-def publication_rebuild() -> str:
+PUBLICATION_LOCK = "evidence_app.publication_rebuild"
+
+
+@shared_task(
+    name="evidence_app.tasks.publication_rebuild", acks_late=True, bind=True, max_retries=None
+)
+def publication_rebuild(self: Task) -> str | None:
     """Build and store the AICR publication (``/aicr/data/``) for every ``include`` choice
     (queued, debounced, by ``exports.artefact.publication_changed``); returns the evidence
-    version it built."""
+    version it built, None when another worker was building (this one then comes back).
+
+    One build at a time across the site: a build takes minutes at 100,000 records, and a change
+    made during one queues the next, so without the lock every upload round started another
+    build beside the running ones until they held every worker slot of every host (the
+    multi-host bench: four at once, validation runs waiting behind them for over ten
+    minutes). The change that queued this task may be newer than the running build read, so it
+    is not dropped: it is retried after the debounce."""
+    from aicr_site.lib.locks import held_alone
     from evidence_app.exports import artefact
 
-    return artefact.publication_rebuild()
+    with held_alone(PUBLICATION_LOCK) as held:
+        if held:
+            return artefact.publication_rebuild()
+    raise self.retry(countdown=max(artefact.debounce_seconds(), 5.0))
 
 
 @shared_task(name="evidence_app.tasks.export_build", acks_late=True)

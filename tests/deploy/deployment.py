@@ -28,6 +28,7 @@ from cryptography.fernet import Fernet
 
 from evidence_app.services.site_key import generate_pem
 from tests.deploy.hosts import Host, Network, wait_until
+from tests.deploy.registry import Registry
 from tests.shared_data import REPO_ROOT
 
 VENV_BIN = Path(sys.executable).parent
@@ -48,7 +49,11 @@ HOSTS = {
 WEB_HOSTS = ("web1", "web2")
 WORKER_HOSTS = ("worker1", "worker2")
 DB_PASSWORD = "pw-" + uuid.uuid4().hex
-STALE_SECONDS = 4
+# A running run's heartbeat older than this is taken over by the reaper. Heartbeats are written
+# every STALE_SECONDS / 6; on a loaded 2-core machine one process can be held off its CPU for
+# seconds at a time, and at 4 s a live run was now and then taken over (attempts 2 where 1 was
+# asserted). 12 s leaves a margin of ten missed heartbeats and costs the kill test 8 s.
+STALE_SECONDS = 12
 
 # One Django start for the test's fixtures: API tokens (as `manage.py create_token` makes them)
 # and distinct signed demo bundles, made with the site's own code and demo keys.
@@ -105,9 +110,11 @@ def multipart(filename: str, content: bytes) -> tuple[bytes, str]:
 
 
 class Deployment:
-    def __init__(self, tmp: Path, bundles: int = 41) -> None:
+    def __init__(self, tmp: Path, bundles: int = 50, worker_concurrency: int = 1) -> None:
         self.tmp = tmp
         self.bundle_count = bundles
+        # One slot per worker host: a test knows which host holds a task by which is busy.
+        self.worker_concurrency = worker_concurrency
         tmp.chmod(0o755)  # PostgreSQL runs as its own user and reads its files here
         (tmp / "logs").mkdir()
         self.net = Network(tmp / "logs")
@@ -118,6 +125,7 @@ class Deployment:
         self.env = self._environment()
         self.tokens: dict[str, str] = {}
         self.bundles: list[bytes] = []
+        self.registry = Registry(self.hosts["sim"].address)
 
     def host(self, name: str) -> Host:
         return self.hosts[name]
@@ -152,6 +160,9 @@ class Deployment:
             SECURE_SSL_REDIRECT="0",
             TRUST_X_FORWARDED_FOR="1",
             RUN_EVIDENCE_KEY_SIGNED_ACCEPTED="1",
+            # The OCI registry of the test (tests/deploy/registry.py) is plain HTTP on a
+            # loopback address, as every host's is here.
+            EVIDENCE_OCI_ALLOW_LOOPBACK_HTTP="1",
             STATIC_ROOT=str(self.tmp / "static"),
             LOG_LEVEL="INFO",
             EVIDENCE_UPLOAD_RATE="100000/min",
@@ -246,8 +257,10 @@ class Deployment:
                 "",
                 "--appendonly",
                 "yes",
+                # As compose runs it: every write reaches the AOF file before the reply (a killed
+                # process loses nothing); fsync once a second (a machine crash, at most 1 s).
                 "--appendfsync",
-                "always",
+                "everysec",
             ],
             env=self.env,
             log="redis",
@@ -265,10 +278,18 @@ class Deployment:
                 "1",
                 "--threads",
                 "8",
+                "--worker-class",
+                "aicr_site.gunicorn_worker.ThreadWorker",
                 "--timeout",
                 "120",
                 "--graceful-timeout",
                 "10",
+                # gunicorn 25+ opens a control socket, by default at ~/.gunicorn/gunicorn.ctl:
+                # the same path for every gunicorn of one user, so here (one machine, one HOME)
+                # the second web host's took the first one's. A host of its own, a path of its
+                # own (in a container, HOME is the container's).
+                "--control-socket",
+                str(self.tmp / f"{name}-gunicorn.ctl"),
             ],
             env=self.env,
             log="gunicorn",
@@ -285,7 +306,7 @@ class Deployment:
                 "--queues",
                 "validation,ingest,celery",
                 "--concurrency",
-                "1",
+                str(self.worker_concurrency),
                 "-n",
                 f"{name}@%h",
                 "--without-gossip",
@@ -331,7 +352,9 @@ class Deployment:
             f"error_log {nginx}/error.log warn;\n"
             "events { worker_connections 1024; }\n"
             "http {\n"
-            f"  access_log {nginx}/access.log;\n"
+            # When each request ended and which web host(s) it went to (tests read it).
+            "  log_format hosts '$msec $status $request_method $upstream_addr';\n"
+            f"  access_log {nginx}/access.log hosts;\n"
             f"  client_body_temp_path {nginx}/body; proxy_temp_path {nginx}/proxy;\n"
             f"  fastcgi_temp_path {nginx}/f; uwsgi_temp_path {nginx}/u; scgi_temp_path {nginx}/s;\n"
             f"  include {nginx}/site.conf;\n"
@@ -375,6 +398,9 @@ class Deployment:
             token=self.tokens["contributor"],
         )
 
+    def oci_upload(self, ref: str) -> Answer:
+        return self.api_json("/api/v1/evidence/", {"oci_ref": ref}, self.tokens["contributor"])
+
     def sql(
         self, query: str, params: tuple[Any, ...] = (), dbname: str = "aicr"
     ) -> list[tuple[Any, ...]]:
@@ -395,6 +421,15 @@ class Deployment:
     def ready(self) -> bool:
         return self.request("/ready", timeout=10).status == 200
 
+    def proxied(self) -> list[tuple[float, int, str, list[str]]]:
+        """nginx's access log: (when it answered, status, method, the web hosts it tried in
+        order: more than one when it moved on from a host that refused)."""
+        out = []
+        for line in (self.tmp / "nginx" / "access.log").read_text().splitlines():
+            at, status, method, *upstreams = line.replace(",", " ").split()
+            out.append((float(at), int(status), method, [u.split(":")[0] for u in upstreams]))
+        return out
+
     def logs(self, *names: str) -> str:
         out = []
         for path in sorted((self.tmp / "logs").glob("*.log")):
@@ -404,10 +439,34 @@ class Deployment:
 
     # --- the whole thing -------------------------------------------------------------------
 
-    def up(self) -> None:
+    def restore(self, dump: Path) -> None:
+        """Load a ``pg_dump -Fc`` file into the site's database (before ``migrate``, which then
+        applies only what is newer), over the network from the client host, as an operator
+        restoring a backup would; every object owned by the site's user."""
+        self.hosts["client"].run(
+            [
+                str(PG_BIN / "pg_restore"),
+                "-h",
+                self.hosts["db"].address,
+                "-U",
+                "aicr",
+                "-d",
+                "aicr",
+                "--no-owner",
+                "--no-privileges",
+                "--jobs",
+                "2",
+                str(dump),
+            ],
+            env={**self.env, "PGPASSWORD": DB_PASSWORD},
+            timeout=1800,
+        )
+
+    def up(self, restore: Path | None = None) -> None:
         """Start everything in the order nothing depends on: workers, beat, web (once its
         static files are collected) and the proxy first, PostgreSQL and Redis last (each process
-        waits, or answers 503)."""
+        waits, or answers 503). ``restore``: a dump loaded into the database first (the
+        benchmark's 100,000 records, bench/multihost.py)."""
         self.init_postgres()
         static = subprocess.Popen(
             [
@@ -446,10 +505,13 @@ class Deployment:
         self.early_ready = self.request("/ready", timeout=10)
         self.start_postgres()
         self.start_redis()
+        self.hosts["sim"].call(self.registry.start)
         wait_until(
             lambda: bool(self.sql("SELECT 1", dbname="postgres")), "PostgreSQL", 60, self.logs
         )
         self.sql("CREATE DATABASE aicr", dbname="postgres")
+        if restore is not None:
+            self.restore(restore)
         self.manage("migrate", "--no-input", "-v", "0")
         self.manage("import_catalog")
         self.manage("seed_demo", debug=True)
@@ -462,6 +524,7 @@ class Deployment:
         wait_until(self.ready, "/ready through nginx", 120, self.logs)
 
     def close(self) -> None:
+        self.registry.stop()
         self.net.close()
 
 

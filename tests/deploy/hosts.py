@@ -62,14 +62,21 @@ class Host:
         self.processes.append(process)
         return process
 
-    def run(self, command: list[str], *, env: dict[str, str], cwd: Path | None = None) -> str:
+    def run(
+        self,
+        command: list[str],
+        *,
+        env: dict[str, str],
+        cwd: Path | None = None,
+        timeout: float = 300,
+    ) -> str:
         result = subprocess.run(
             ["ip", "netns", "exec", self.netns, *command],
             env=env,
             cwd=cwd,
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=timeout,
         )
         if result.returncode != 0:
             raise AssertionError(f"{self.name}: {command[:3]} failed:\n{result.stderr[-3000:]}")
@@ -93,6 +100,23 @@ class Host:
                     process.wait(timeout=20)
             self.processes = [p for p in self.processes if p.poll() is None]
         return len(pids)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> list[int | None]:
+        """What ``docker stop`` does to a container: ``sig`` to each service's main process
+        (its PID 1) and nothing else, then wait for them to exit. Their exit codes (None: still
+        running at ``timeout``); the processes that exited are forgotten."""
+        for process in self.processes:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(sig)
+        codes: list[int | None] = []
+        deadline = time.monotonic() + timeout
+        for process in self.processes:
+            try:
+                codes.append(process.wait(timeout=max(0.1, deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                codes.append(None)
+        self.processes = [p for p in self.processes if p.poll() is None]
+        return codes
 
     def log_text(self, log: str) -> str:
         path = self.logs / f"{self.name}-{log}.log"

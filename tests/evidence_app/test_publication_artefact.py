@@ -155,3 +155,27 @@ def test_a_real_worker_rebuilds_it_seconds_after_an_upload(
         f"publication current {behind:.1f} s after an upload's commit "
         f"(the first, with the worker's start: {started:.1f} s)"
     )
+
+
+def test_a_build_waits_its_turn_while_another_worker_builds(
+    evidence: list[Evidence], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextlib import contextmanager
+
+    from celery.exceptions import Retry
+
+    from aicr_site.lib import locks
+
+    @contextmanager
+    def held_elsewhere(name: str) -> Any:
+        assert name == tasks.PUBLICATION_LOCK
+        yield False
+
+    monkeypatch.setattr(locks, "held_alone", held_elsewhere)
+    with pytest.raises(Retry):  # comes back after the debounce: the change is not dropped
+        tasks.publication_rebuild()
+    assert not PublicationBuild.objects.exists()
+
+    monkeypatch.undo()
+    assert tasks.publication_rebuild() == artefact.evidence_version()
+    assert PublicationBuild.objects.count() == len(artefact.include_choices())
