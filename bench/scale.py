@@ -20,7 +20,8 @@ The data set (``build``), on a scratch PostgreSQL database with the bundled cata
    simulated, and its ``UploadLog`` row; signers are skewed (a tenth of the rows go to 1 % of
    the signers);
 4. the derived tables are refreshed through the product's services
-   (``consensus.stored.consensus_refresh``, ``signer_tallies.tallies_rebuild``), then
+   (``consensus.stored.consensus_refresh``, ``signer_tallies.tallies_rebuild``,
+   ``facet_tallies.facets_rebuild``), then
    ``VACUUM ANALYZE``.
 
 Then (``measure``) each page and API list: ``--requests`` requests in process (Django's test
@@ -353,6 +354,11 @@ def refresh_derived() -> None:
     except ImportError:  # before the tallies existed (the "before" figures)
         return
     signer_tallies.tallies_rebuild()
+    try:
+        from evidence_app.services import facet_tallies
+    except ImportError:  # before the facet tallies existed
+        return
+    facet_tallies.facets_rebuild()
 
 
 # --- measuring --------------------------------------------------------------------------------

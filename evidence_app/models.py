@@ -484,6 +484,85 @@ class SignerActivity(models.Model):
         return f"{self.signer_id}: {self.records}"
 
 
+# The ``verdict`` of a facet tally row that counts every verdict (the "any" option).
+ANY_VERDICT = ""
+
+
+class FacetTally(models.Model):
+    """Per recipe name, signer and verdict: how many evidence records there are (and, under
+    ``verdict=""``, the same for every verdict). Kept by database triggers on the evidence
+    table like ``SignerTally`` (migration 0015), so the evidence list's filter options read a
+    signer's or a recipe's counts, and the top signers of a recipe from one end of an index,
+    instead of grouping every evidence row per request (issue 22). Rows left at 0 stay."""
+
+    recipe_name = models.CharField(max_length=200)
+    signer = models.ForeignKey(Signer, on_delete=models.CASCADE, related_name="facets")
+    verdict = models.CharField(max_length=20, blank=True)
+    records = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["recipe_name", "signer", "verdict"], name="facet_tally_one_per_key"
+            ),
+        ]
+        indexes = [
+            # A recipe's signers with most records (``WHERE recipe_name, verdict ORDER BY
+            # records DESC LIMIT n``), and one signer's recipes and verdicts.
+            models.Index(
+                fields=["recipe_name", "verdict", "-records", "signer"],
+                name="facet_tally_top_signers_idx",
+            ),
+            models.Index(fields=["signer", "verdict"], name="facet_tally_signer_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.recipe_name} / {self.signer_id} / {self.verdict or 'any'}: {self.records}"
+
+
+class RecipeFacetTally(models.Model):
+    """Per recipe name and verdict (``""``: every verdict), its evidence records: the
+    recipe options, the verdict options and the totals when no signer is chosen (a few
+    rows per recipe name). Same triggers as ``FacetTally``."""
+
+    recipe_name = models.CharField(max_length=200)
+    verdict = models.CharField(max_length=20, blank=True)
+    records = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["recipe_name", "verdict"], name="recipe_facet_tally_one_per_key"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.recipe_name} / {self.verdict or 'any'}: {self.records}"
+
+
+class SignerFacetTally(models.Model):
+    """Per signer and verdict (``""``: every verdict), its evidence records: the signer
+    options when no recipe is chosen, the signers with most records from one end of
+    an index. Same triggers as ``FacetTally``."""
+
+    signer = models.ForeignKey(Signer, on_delete=models.CASCADE, related_name="verdict_facets")
+    verdict = models.CharField(max_length=20, blank=True)
+    records = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["signer", "verdict"], name="signer_facet_tally_one_per_key"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["verdict", "-records", "signer"], name="signer_facet_top_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.signer_id} / {self.verdict or 'any'}: {self.records}"
+
+
 class UploadState(models.TextChoices):
     PENDING = "pending", "Waiting for a worker"
     RUNNING = "running", "Being pulled and verified"
