@@ -13,6 +13,7 @@ from django.core.paginator import Page, Paginator
 
 from evidence_app.consensus import STATES
 from evidence_app.models import Evidence, SignerClass
+from evidence_app.services.signer_tallies import counted_total
 
 from .filters import DEFAULT_SORT, SORTS, QualificationFilter
 from .table import QualificationRow, qualification_queryset, qualification_rows
@@ -22,6 +23,7 @@ PAGE_SIZE = 25
 # its "sort, filter and export" link opens the rest on /qualifications/.
 RECIPE_PAGE_SIZE = 3  # the recipe page is the heaviest page (100 KB budget at 10,000 records)
 _PARAMS = ("recipe", "gpu", "service", "signer_class", "state", "simulated", "sort")
+_FILTERS = tuple(name for name in _PARAMS if name != "sort")
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,12 @@ def qualification_listing(
         for message in messages
     ]
     results = Evidence.objects.none() if errors else filterset.qs
-    page = Paginator(results, RECIPE_PAGE_SIZE if recipe else PAGE_SIZE).get_page(page_number)
+    paginator = Paginator(results, RECIPE_PAGE_SIZE if recipe else PAGE_SIZE)
+    if not errors and not any(filterset.form.cleaned_data.get(n) for n in _FILTERS):
+        # Unfiltered, the rows are the counted records: their tallied number, instead of a
+        # COUNT(*) joining every record to its signer (1.4 s at 1,000,000; issue 22).
+        paginator.count = counted_total()
+    page = paginator.get_page(page_number)
     items = list(page.object_list)
     page.object_list = items
     return QualificationListing(

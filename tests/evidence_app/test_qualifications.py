@@ -204,6 +204,32 @@ def test_the_recipe_page_shows_the_table_for_that_recipe_only(
     assert f'href="/qualifications/?recipe={example_recipe.name}' in html
 
 
+def _shown_count(html: str) -> int:
+    found = re.search(r'<p class="results__count">.*?<strong>(\d+)</strong>', html, re.S)
+    assert found is not None
+    return int(found.group(1))
+
+
+@pytest.mark.parametrize("supported", ["", ">=0.20.0"])
+def test_the_unfiltered_count_is_the_tallied_counted_records_and_equals_a_count(
+    example_recipe: Recipe, supported: str, settings: object
+) -> None:
+    settings.AICR_SUPPORTED_RANGE = supported  # type: ignore[attr-defined]
+    lab, reported = SignerFactory(label="org/lab"), SignerFactory(counted=False, label="x/y")
+    EvidenceFactory.create_batch(3, recipe=example_recipe, signer=lab, aicr_version="v0.20.1")
+    EvidenceFactory(recipe=example_recipe, signer=lab, aicr_version="v0.19.0")  # out of range
+    EvidenceFactory(recipe=example_recipe, signer=lab, is_simulated=True)
+    EvidenceFactory(recipe=example_recipe, signer=reported)
+    withdrawn = EvidenceFactory(recipe=example_recipe, signer=lab, aicr_version="v0.20.1")
+    Evidence.objects.filter(pk=withdrawn.pk).update(withdrawn_at=NOW, withdrawal_reason="bad")
+    html = Client().get(PAGE).content.decode()
+    counted = Evidence.objects.counted().count()
+    assert counted == (3 if supported else 4)
+    assert _shown_count(html) == counted == len(row_ids(html))
+    # A filter counts its own rows (no tally for it).
+    assert _shown_count(Client().get(PAGE, {"simulated": "true"}).content.decode()) == counted + 1
+
+
 # --- constant queries ------------------------------------------------------------------------
 
 
