@@ -417,6 +417,13 @@ class Evidence(models.Model):
                 condition=Q(verdict="verified", withdrawn_at__isnull=True, is_simulated=False),
                 name="evidence_live_newest_aicr_idx",
             ),
+            # The (recipe, GPU model) pairs of verified live rows, one index probe each: the
+            # qualifications page's filter choices (qualifications.listing, PostgreSQL).
+            models.Index(
+                fields=["recipe", "gpu_model"],
+                condition=Q(verdict="verified", withdrawn_at__isnull=True),
+                name="evidence_recipe_gpu_idx",
+            ),
             # The newest withdrawals: the publication's version
             # (exports.publication.evidence_version) and the feed's withdrawn entries.
             models.Index(

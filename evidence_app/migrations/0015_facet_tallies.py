@@ -164,5 +164,9 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(fields=('signer', 'verdict'), name='signer_facet_tally_one_per_key')],
             },
         ),
+        migrations.AddIndex(
+            model_name='evidence',
+            index=models.Index(condition=models.Q(('verdict', 'verified'), ('withdrawn_at__isnull', True)), fields=['recipe', 'gpu_model'], name='evidence_recipe_gpu_idx'),
+        ),
         migrations.RunPython(fill_and_trigger, drop_triggers),
     ]
