@@ -35,6 +35,12 @@ KEYS: dict[type[Any], tuple[str, ...]] = {
 }
 
 
+def recipe_records(name: str) -> int:
+    """Every evidence record called ``name`` (withdrawn included): its every-verdict row."""
+    row = RecipeFacetTally.objects.filter(recipe_name=name, verdict=ANY_VERDICT).first()
+    return row.records if row else 0
+
+
 def facets_recount() -> dict[str, dict[tuple[Any, ...], int]]:
     """Per table, ``{(key..., verdict): records}`` counted from the evidence rows."""
     out: dict[str, dict[tuple[Any, ...], int]] = {}
