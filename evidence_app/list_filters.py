@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Case, Q, QuerySet, When
+from django.db.models import Case, Q, QuerySet, Sum, When
 
 from evidence_app.models import (
     ANY_VERDICT,
@@ -129,14 +129,15 @@ def _resolve_typed(
 
 def _recipe_tallies() -> dict[tuple[str, str], int]:
     """``{(recipe name, verdict): records}`` of every recipe name with records, ``verdict=""``
-    for all its records (``RecipeFacetTally``: a few rows per recipe name, whatever the
-    number of records)."""
-    return {
-        (recipe, verdict): n
-        for recipe, verdict, n in RecipeFacetTally.objects.filter(records__gt=0).values_list(
-            "recipe_name", "verdict", "records"
-        )
-    }
+    for all its records (``RecipeFacetTally`` summed over its stripes: at most a few hundred
+    rows per recipe name, whatever the number of records)."""
+    rows = (
+        RecipeFacetTally.objects.filter(records__gt=0)
+        .values_list("recipe_name", "verdict")
+        .annotate(n=Sum("records"))
+        .order_by()
+    )
+    return {(recipe, verdict): n for recipe, verdict, n in rows}
 
 
 def _signer_tallies(slug: str) -> tuple[dict[tuple[str, str], int], str]:
@@ -199,10 +200,15 @@ def suggestions(name: str, typed: str) -> list[tuple[str, str, int]]:
         return []
     typed = typed.strip()[:MAX_VALUE]
     if name == "recipe":
-        recipes = RecipeFacetTally.objects.filter(
-            verdict=ANY_VERDICT, records__gt=0, recipe_name__icontains=typed
-        ).order_by("-records", "recipe_name")
-        found = recipes.values_list("recipe_name", "records")[:MAX_SUGGESTIONS]
+        recipes = (
+            RecipeFacetTally.objects.filter(
+                verdict=ANY_VERDICT, records__gt=0, recipe_name__icontains=typed
+            )
+            .values_list("recipe_name")
+            .annotate(n=Sum("records"))
+            .order_by("-n", "recipe_name")
+        )
+        found = recipes[:MAX_SUGGESTIONS]
         return [(value, value, n) for value, n in found]
     signers = (
         SignerFacetTally.objects.filter(verdict=ANY_VERDICT, records__gt=0)

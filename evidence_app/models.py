@@ -527,24 +527,33 @@ class FacetTally(models.Model):
         return f"{self.recipe_name} / {self.signer_id} / {self.verdict or 'any'}: {self.records}"
 
 
+# A recipe's facet tally is split in this many rows per verdict, a record going to the
+# stripe of its signer's id: two uploads of one recipe by two signers at once then add to
+# different rows (one row per recipe made every upload of a recipe wait for the one before
+# it to commit), and a read sums at most this many rows per recipe and verdict.
+RECIPE_FACET_STRIPES = 64
+
+
 class RecipeFacetTally(models.Model):
-    """Per recipe name and verdict (``""``: every verdict), its evidence records: the
-    recipe options, the verdict options and the totals when no signer is chosen (a few
-    rows per recipe name). Same triggers as ``FacetTally``."""
+    """Per recipe name, verdict (``""``: every verdict) and stripe (``signer id %
+    RECIPE_FACET_STRIPES``), its evidence records: summed over the stripes, the recipe
+    options, the verdict options and the totals when no signer is chosen (at most
+    RECIPE_FACET_STRIPES rows per recipe name and verdict). Same triggers as ``FacetTally``."""
 
     recipe_name = models.CharField(max_length=200)
     verdict = models.CharField(max_length=20, blank=True)
+    stripe = models.PositiveSmallIntegerField(default=0)
     records = models.PositiveIntegerField(default=0)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["recipe_name", "verdict"], name="recipe_facet_tally_one_per_key"
+                fields=["recipe_name", "stripe", "verdict"], name="recipe_facet_tally_one_per_key"
             ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.recipe_name} / {self.verdict or 'any'}: {self.records}"
+        return f"{self.recipe_name} / {self.verdict or 'any'} / {self.stripe}: {self.records}"
 
 
 class SignerFacetTally(models.Model):

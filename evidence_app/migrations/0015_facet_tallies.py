@@ -14,15 +14,23 @@ from django.db import migrations, models
 FACET = "evidence_app_facettally"
 RECIPE = "evidence_app_recipefacettally"
 SIGNER = "evidence_app_signerfacettally"
-# (table, its key columns besides the verdict)
-TABLES = ((FACET, ("recipe_name", "signer_id")), (RECIPE, ("recipe_name",)), (SIGNER, ("signer_id",)))
+# A recipe's tally rows are split by its signers' ids (models.RECIPE_FACET_STRIPES, frozen
+# here): two uploads of one recipe by two signers at once add to different rows.
+STRIPES = 64
+# (table, its key columns besides the verdict, each with what it holds of an evidence row "{}")
+TABLES = (
+    (FACET, (("recipe_name", "{}recipe_name"), ("signer_id", "{}signer_id"))),
+    (RECIPE, (("recipe_name", "{}recipe_name"), ("stripe", f"({{}}signer_id % {STRIPES})"))),
+    (SIGNER, (("signer_id", "{}signer_id"),)),
+)
+Keys = tuple[tuple[str, str], ...]
 
 
-def _in(table: str, keys: tuple[str, ...]) -> str:
+def _in(table: str, keys: Keys) -> str:
     """Add NEW to its verdict's row and to the every-verdict row. The table's own name, not
     an alias: SQLite takes no alias on a trigger's INSERT."""
-    new = ", ".join(f"NEW.{k}" for k in keys)
-    columns = ", ".join(keys)
+    new = ", ".join(source.format("NEW.") for _, source in keys)
+    columns = ", ".join(column for column, _ in keys)
     return (
         f"INSERT INTO {table} ({columns}, verdict, records) "
         f"VALUES ({new}, NEW.verdict, 1), ({new}, '', 1) "
@@ -30,10 +38,10 @@ def _in(table: str, keys: tuple[str, ...]) -> str:
     )
 
 
-def _out(table: str, keys: tuple[str, ...]) -> str:
+def _out(table: str, keys: Keys) -> str:
     """Take OLD from both rows: the verdict's first, then the every-verdict row, the order
-    ``_in`` locks them in (two writers of one recipe cannot deadlock on its rows)."""
-    where = " AND ".join(f"{k} = OLD.{k}" for k in keys)
+    ``_in`` locks them in (two writers of one key cannot deadlock on its rows)."""
+    where = " AND ".join(f"{column} = {source.format('OLD.')}" for column, source in keys)
     return (
         f"UPDATE {table} SET records = records - 1 WHERE {where} AND verdict = OLD.verdict; "
         f"UPDATE {table} SET records = records - 1 WHERE {where} AND verdict = '';"
@@ -93,23 +101,30 @@ def fill_sql() -> list[str]:
     so the migration does not depend on the service's future code)."""
     statements = []
     for table, keys in TABLES:
-        columns = ", ".join(keys)
+        columns = ", ".join(column for column, _ in keys)
+        sources = ", ".join(source.format("") for _, source in keys)
         statements.append(
             f"INSERT INTO {table} ({columns}, verdict, records) "  # noqa: S608
-            f"SELECT {columns}, verdict, COUNT(*) FROM evidence_app_evidence "
-            f"GROUP BY {columns}, verdict "
-            f"UNION ALL SELECT {columns}, '', COUNT(*) FROM evidence_app_evidence "
-            f"GROUP BY {columns}"
+            f"SELECT {sources}, verdict, COUNT(*) FROM evidence_app_evidence "
+            f"GROUP BY {sources}, verdict "
+            f"UNION ALL SELECT {sources}, '', COUNT(*) FROM evidence_app_evidence "
+            f"GROUP BY {sources}"
         )
     return statements
 
 
+def _run(schema_editor: Any, sql: str) -> None:
+    # Without parameters: the stripe's "%" is SQL's modulo, no placeholder to fill.
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(sql)
+
+
 def fill_and_trigger(apps: Any, schema_editor: Any) -> None:
     for sql in fill_sql():
-        schema_editor.execute(sql)
+        _run(schema_editor, sql)
     vendor = schema_editor.connection.vendor
     for sql in {"postgresql": POSTGRESQL, "sqlite": SQLITE}.get(vendor, []):
-        schema_editor.execute(sql)
+        _run(schema_editor, sql)
 
 
 def drop_triggers(apps: Any, schema_editor: Any) -> None:
@@ -131,10 +146,11 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('recipe_name', models.CharField(max_length=200)),
                 ('verdict', models.CharField(blank=True, max_length=20)),
+                ('stripe', models.PositiveSmallIntegerField(default=0)),
                 ('records', models.PositiveIntegerField(default=0)),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('recipe_name', 'verdict'), name='recipe_facet_tally_one_per_key')],
+                'constraints': [models.UniqueConstraint(fields=('recipe_name', 'stripe', 'verdict'), name='recipe_facet_tally_one_per_key')],
             },
         ),
         migrations.CreateModel(

@@ -35,6 +35,8 @@ def test_inserts_moves_and_deletes_keep_the_facets_equal_to_a_recount() -> None:
     ]
     assert_equal_to_a_recount()
     assert RecipeFacetTally.objects.get(recipe_name="alpha-recipe", verdict="").records == 2
+    # Two signers of one recipe add to two rows of it (their stripes), never wait on one.
+    assert RecipeFacetTally.objects.filter(recipe_name="beta-recipe", verdict="").count() == 2
     assert (
         FacetTally.objects.get(recipe_name="alpha-recipe", signer=lab, verdict="invalid").records
         == 1
@@ -64,8 +66,9 @@ def test_a_rebuild_equals_a_recount() -> None:
         EvidenceFactory(recipe=recipe, signer=signers[n % 3], verdict=verdict)
     FacetTally.objects.update(records=99)  # out of step, as an old backup would be
     RecipeFacetTally.objects.all().delete()
-    # Each signer has one verdict here: (recipe, signer) 3 * 2, recipe 2 + 1, signer 3 * 2.
-    assert facet_tallies.facets_rebuild() == 6 + 3 + 6
+    # Each signer has one verdict here: (recipe, signer) 3 * 2 rows, the recipe's 3 * 2 (one
+    # stripe per signer: three ids in a row), signer 3 * 2.
+    assert facet_tallies.facets_rebuild() == 6 + 6 + 6
     assert_equal_to_a_recount()
 
 
