@@ -20,7 +20,8 @@ The data set (``build``), on a scratch PostgreSQL database with the bundled cata
    simulated, and its ``UploadLog`` row; signers are skewed (a tenth of the rows go to 1 % of
    the signers);
 4. the derived tables are refreshed through the product's services
-   (``consensus.stored.consensus_refresh``, ``signer_tallies.tallies_rebuild``), then
+   (``consensus.stored.consensus_refresh``, ``signer_tallies.tallies_rebuild``,
+   ``facet_tallies.facets_rebuild``), then
    ``VACUUM ANALYZE``.
 
 Then (``measure``) each page and API list: ``--requests`` requests in process (Django's test
@@ -219,15 +220,15 @@ INSERT INTO evidence_app_evidence
     (sha256, payload_sha256, content, size, container, media_type, artifact, oci_ref, verdict,
      transcript, signer_id, recipe_id, recipe_name, subject_digest, predicate_type,
      aicr_version, aicr_version_key, validator_catalog_version, validator_catalog_version_key,
-     k8s_version, identity, identities, gpu_model, gpu_count, attested_at, predicate,
-     check_results,
+     k8s_version, identity, identities, identity_key, gpu_model, gpu_count, attested_at,
+     predicate, check_results,
      certificate, rekor_log_index, integrated_time, trusted_root_name, verify_commands, is_demo,
      is_simulated, uploaded_by_id, uploaded_at, withdrawn_at, withdrawn_by_id, withdrawal_reason)
 SELECT encode(sha256(c), 'hex'), encode(sha256(c || '/payload'::bytea), 'hex'), c, length(c),
        r.container, r.media_type, NULL, '', 'verified', r.transcript, s.id, t.recipe_id,
        t.recipe_name, t.digest, r.predicate_type, v.version, v.vkey,
        r.validator_catalog_version, r.validator_catalog_version_key, r.k8s_version,
-       r.identity, r.identities, r.gpu_model, r.gpu_count, att,
+       r.identity, r.identities, r.identity_key, r.gpu_model, r.gpu_count, att,
        jsonb_set(jsonb_set(t.predicate, '{aicrVersion}', to_jsonb(v.version)),
                  '{attestedAt}', to_jsonb(to_char(att AT TIME ZONE 'UTC',
                                                   'YYYY-MM-DD"T"HH24:MI:SS"Z"'))),
@@ -354,6 +355,11 @@ def refresh_derived() -> None:
     except ImportError:  # before the tallies existed (the "before" figures)
         return
     signer_tallies.tallies_rebuild()
+    try:
+        from evidence_app.services import facet_tallies
+    except ImportError:  # before the facet tallies existed
+        return
+    facet_tallies.facets_rebuild()
 
 
 # --- measuring --------------------------------------------------------------------------------
@@ -373,6 +379,9 @@ def pages() -> dict[str, str]:
         f"/recipes/{recipe}/": "a recipe page",
         "/evidence/": "evidence list",
         "/evidence/?page=5": "evidence list, page 5",
+        f"/evidence/?recipe={recipe}&verdict=verified": "evidence list, recipe + verdict",
+        f"/evidence/?signer={busy.slug}": "evidence list, a busy signer",
+        "/evidence/?suggest=signer&signer_other=lab": "evidence list, signer suggestions",
         "/api/v1/evidence/": "API evidence list",
         f"/evidence/{newest.pk}/": "an evidence page",
         "/signers/": "signers",

@@ -425,6 +425,13 @@ class Evidence(models.Model):
                 condition=Q(verdict="verified", withdrawn_at__isnull=True, is_simulated=False),
                 name="evidence_live_newest_aicr_idx",
             ),
+            # The (recipe, GPU model) pairs of verified live rows, one index probe each: the
+            # qualifications page's filter choices (qualifications.listing, PostgreSQL).
+            models.Index(
+                fields=["recipe", "gpu_model"],
+                condition=Q(verdict="verified", withdrawn_at__isnull=True),
+                name="evidence_recipe_gpu_idx",
+            ),
             # The newest withdrawals: the publication's version
             # (exports.publication.evidence_version) and the feed's withdrawn entries.
             models.Index(
@@ -490,6 +497,94 @@ class SignerActivity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.signer_id}: {self.records}"
+
+
+# The ``verdict`` of a facet tally row that counts every verdict (the "any" option).
+ANY_VERDICT = ""
+
+
+class FacetTally(models.Model):
+    """Per recipe name, signer and verdict: how many evidence records there are (and, under
+    ``verdict=""``, the same for every verdict). Kept by database triggers on the evidence
+    table like ``SignerTally`` (migration 0015), so the evidence list's filter options read a
+    signer's or a recipe's counts, and the top signers of a recipe from one end of an index,
+    instead of grouping every evidence row per request (issue 22). Rows left at 0 stay."""
+
+    recipe_name = models.CharField(max_length=200)
+    signer = models.ForeignKey(Signer, on_delete=models.CASCADE, related_name="facets")
+    verdict = models.CharField(max_length=20, blank=True)
+    records = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["recipe_name", "signer", "verdict"], name="facet_tally_one_per_key"
+            ),
+        ]
+        indexes = [
+            # A recipe's signers with most records (``WHERE recipe_name, verdict ORDER BY
+            # records DESC LIMIT n``), and one signer's recipes and verdicts.
+            models.Index(
+                fields=["recipe_name", "verdict", "-records", "signer"],
+                name="facet_tally_top_signers_idx",
+            ),
+            models.Index(fields=["signer", "verdict"], name="facet_tally_signer_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.recipe_name} / {self.signer_id} / {self.verdict or 'any'}: {self.records}"
+
+
+# A recipe's facet tally is split in this many rows per verdict, a record going to the
+# stripe of its signer's id: two uploads of one recipe by two signers at once then add to
+# different rows (one row per recipe made every upload of a recipe wait for the one before
+# it to commit), and a read sums at most this many rows per recipe and verdict.
+RECIPE_FACET_STRIPES = 64
+
+
+class RecipeFacetTally(models.Model):
+    """Per recipe name, verdict (``""``: every verdict) and stripe (``signer id %
+    RECIPE_FACET_STRIPES``), its evidence records: summed over the stripes, the recipe
+    options, the verdict options and the totals when no signer is chosen (at most
+    RECIPE_FACET_STRIPES rows per recipe name and verdict). Same triggers as ``FacetTally``."""
+
+    recipe_name = models.CharField(max_length=200)
+    verdict = models.CharField(max_length=20, blank=True)
+    stripe = models.PositiveSmallIntegerField(default=0)
+    records = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["recipe_name", "stripe", "verdict"], name="recipe_facet_tally_one_per_key"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.recipe_name} / {self.verdict or 'any'} / {self.stripe}: {self.records}"
+
+
+class SignerFacetTally(models.Model):
+    """Per signer and verdict (``""``: every verdict), its evidence records: the signer
+    options when no recipe is chosen, the signers with most records from one end of
+    an index. Same triggers as ``FacetTally``."""
+
+    signer = models.ForeignKey(Signer, on_delete=models.CASCADE, related_name="verdict_facets")
+    verdict = models.CharField(max_length=20, blank=True)
+    records = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["signer", "verdict"], name="signer_facet_tally_one_per_key"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["verdict", "-records", "signer"], name="signer_facet_top_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.signer_id} / {self.verdict or 'any'}: {self.records}"
 
 
 class UploadState(models.TextChoices):

@@ -62,7 +62,11 @@ def evidence_listing(*, params: Mapping[str, Any], page_number: Any) -> Evidence
     qs = qs.filter(**{lookups[name]: value for name, value in chosen.items()})
     if errors:
         qs = qs.none()
-    page = Paginator(qs, PAGE_SIZE).get_page(page_number)
+    paginator = Paginator(qs, PAGE_SIZE)
+    if not errors:
+        # The tallies' count of what the filters leave, instead of a COUNT(*) of the rows.
+        paginator.count = filters.shown
+    page = paginator.get_page(page_number)
     items = list(page.object_list)
     page.object_list = items
     return EvidenceListing(

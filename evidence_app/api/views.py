@@ -63,6 +63,27 @@ TAGS = ["evidence"]
 WITHDRAWAL_STATUS = {"reason-required": 400, "forbidden": 403, "already-withdrawn": 409}
 
 
+LIST_DEFERRED = (
+    "predicate",
+    "check_results",
+    "identity",
+    "identities",
+    *(
+        f"recipe__{name}"
+        for name in (
+            "canonical_yaml",
+            "deterministic_yaml",
+            "components",
+            "constraints",
+            "checks",
+            "applied_overlays",
+            "deployment_order",
+            "search_text",
+        )
+    ),
+)
+
+
 class EvidencePagination(CountedCursorPagination):
     """Newest attestation first; stable while evidence arrives (``api/pagination.py``)."""
 
@@ -137,7 +158,9 @@ class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         return []
 
     def get_queryset(self) -> QuerySet[Evidence]:
-        qs = Evidence.objects.for_listing()
+        # A list row reads none of the evidence's JSON nor its recipe's documents, only the
+        # recipe's catalog id: deferred, 50 rows carried each recipe's YAML (issue 22).
+        qs = Evidence.objects.for_listing().defer(*LIST_DEFERRED)
         if self.action == "retrieve":
             qs = Evidence.objects.select_related("signer", "recipe", "withdrawn_by").defer(
                 "content", "artifact"

@@ -17,7 +17,7 @@ def _store_chunks_uncompressed(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evidence_app', '0014_release_profiles_identity_key'),
+        ('evidence_app', '0015_facet_tallies'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -10,9 +10,13 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.core.paginator import Page, Paginator
+from django.db import connection
+from django.db.models import Exists, OuterRef
+from django.db.models.expressions import RawSQL
 
 from evidence_app.consensus import STATES
-from evidence_app.models import Evidence, SignerClass
+from evidence_app.models import Evidence, SignerClass, Verdict
+from evidence_app.services.signer_tallies import counted_total
 
 from .filters import DEFAULT_SORT, SORTS, QualificationFilter
 from .table import QualificationRow, qualification_queryset, qualification_rows
@@ -22,6 +26,7 @@ PAGE_SIZE = 25
 # its "sort, filter and export" link opens the rest on /qualifications/.
 RECIPE_PAGE_SIZE = 3  # the recipe page is the heaviest page (100 KB budget at 10,000 records)
 _PARAMS = ("recipe", "gpu", "service", "signer_class", "state", "simulated", "sort")
+_FILTERS = tuple(name for name in _PARAMS if name != "sort")
 
 
 @dataclass(frozen=True)
@@ -63,12 +68,43 @@ class QualificationListing:
         return out
 
 
+# One evidence row per (recipe, GPU model) pair of verified, live rows, by a skip scan of
+# ``evidence_recipe_gpu_idx``: each step one probe for the next pair (a few hundred pairs,
+# whatever the number of records). PostgreSQL only (SQLite has no LATERAL).
+_PAIRS_SQL = """
+WITH RECURSIVE pairs (recipe_id, gpu_model, id) AS (
+    (SELECT recipe_id, gpu_model, id FROM evidence_app_evidence
+     WHERE verdict = %s AND withdrawn_at IS NULL ORDER BY recipe_id, gpu_model LIMIT 1)
+    UNION ALL
+    SELECT nxt.recipe_id, nxt.gpu_model, nxt.id FROM pairs, LATERAL (
+        SELECT e.recipe_id, e.gpu_model, e.id FROM evidence_app_evidence AS e
+        WHERE e.verdict = %s AND e.withdrawn_at IS NULL
+          AND (e.recipe_id, e.gpu_model) > (pairs.recipe_id, pairs.gpu_model)
+        ORDER BY e.recipe_id, e.gpu_model LIMIT 1
+    ) AS nxt
+)
+SELECT id FROM pairs
+"""
+
+
 def _choices() -> dict[str, list[str]]:
-    """The values the select boxes offer: what the rows hold (one query)."""
+    """The values the select boxes offer: what the rows hold (one query). On PostgreSQL the
+    (recipe, GPU model) pairs come from a skip scan of an index, each kept when one row of it
+    is in the table (an ``EXISTS`` that stops at its first row), instead of a ``DISTINCT`` over
+    every counted record (0.9-1.8 s at 1,000,000; issue 22)."""
     base = qualification_queryset()
-    triples = set(
-        base.order_by().values_list("recipe_name", "gpu_model", "recipe__service").distinct()
-    )
+    if connection.vendor == "postgresql":
+        in_table = base.filter(recipe_id=OuterRef("recipe_id"), gpu_model=OuterRef("gpu_model"))
+        pairs = Evidence.objects.filter(
+            # A constant statement, its one value bound as a parameter.
+            Exists(in_table),
+            pk__in=RawSQL(_PAIRS_SQL, [Verdict.VERIFIED] * 2),  # noqa: S611
+        )
+        triples = set(pairs.values_list("recipe_name", "gpu_model", "recipe__service"))
+    else:
+        triples = set(
+            base.order_by().values_list("recipe_name", "gpu_model", "recipe__service").distinct()
+        )
     return {
         "recipe": sorted({r for r, _g, _s in triples}),
         "gpu": sorted({g for _r, g, _s in triples if g}),
@@ -93,7 +129,12 @@ def qualification_listing(
         for message in messages
     ]
     results = Evidence.objects.none() if errors else filterset.qs
-    page = Paginator(results, RECIPE_PAGE_SIZE if recipe else PAGE_SIZE).get_page(page_number)
+    paginator = Paginator(results, RECIPE_PAGE_SIZE if recipe else PAGE_SIZE)
+    if not errors and not any(filterset.form.cleaned_data.get(n) for n in _FILTERS):
+        # Unfiltered, the rows are the counted records: their tallied number, instead of a
+        # COUNT(*) joining every record to its signer (1.4 s at 1,000,000; issue 22).
+        paginator.count = counted_total()
+    page = paginator.get_page(page_number)
     items = list(page.object_list)
     page.object_list = items
     return QualificationListing(

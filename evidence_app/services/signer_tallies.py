@@ -151,3 +151,13 @@ def totals() -> Totals:
     )
     counted = Signer.objects.filter(Exists(counting), counted=True).count()
     return Totals(records=int(rows["records"]), latest_upload=rows["last"], counted_signers=counted)
+
+
+def counted_total() -> int:
+    """The records consensus counts (``counted_q``), from the tallies: the live records of
+    counted signers over the supported range's keys (a row per signer and version, not a
+    count of the records)."""
+    live = SignerTally.objects.filter(
+        supported_range_q("aicr_version_key"), signer__counted=True
+    ).aggregate(n=Sum("live", default=0))["n"]
+    return int(live)

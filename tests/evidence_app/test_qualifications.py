@@ -19,6 +19,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from evidence_app.models import Evidence, SignerClass
+from evidence_app.qualifications import listing, table
 from evidence_app.qualifications.listing import RECIPE_PAGE_SIZE
 from recipes_app.models import Recipe
 from tests.evidence_app.coverage_data import full_snapshot, publish
@@ -202,6 +203,53 @@ def test_the_recipe_page_shows_the_table_for_that_recipe_only(
     assert sorted(row_ids(html)) == sorted(e.pk for e in three)
     assert elsewhere.pk not in row_ids(html)
     assert f'href="/qualifications/?recipe={example_recipe.name}' in html
+
+
+def _shown_count(html: str) -> int:
+    found = re.search(r'<p class="results__count">.*?<strong>(\d+)</strong>', html, re.S)
+    assert found is not None
+    return int(found.group(1))
+
+
+@pytest.mark.parametrize("supported", ["", ">=0.20.0"])
+def test_the_unfiltered_count_is_the_tallied_counted_records_and_equals_a_count(
+    example_recipe: Recipe, supported: str, settings: object
+) -> None:
+    settings.AICR_SUPPORTED_RANGE = supported  # type: ignore[attr-defined]
+    lab, reported = SignerFactory(label="org/lab"), SignerFactory(counted=False, label="x/y")
+    EvidenceFactory.create_batch(3, recipe=example_recipe, signer=lab, aicr_version="v0.20.1")
+    EvidenceFactory(recipe=example_recipe, signer=lab, aicr_version="v0.19.0")  # out of range
+    EvidenceFactory(recipe=example_recipe, signer=lab, is_simulated=True)
+    EvidenceFactory(recipe=example_recipe, signer=reported)
+    withdrawn = EvidenceFactory(recipe=example_recipe, signer=lab, aicr_version="v0.20.1")
+    Evidence.objects.filter(pk=withdrawn.pk).update(withdrawn_at=NOW, withdrawal_reason="bad")
+    html = Client().get(PAGE).content.decode()
+    counted = Evidence.objects.counted().count()
+    assert counted == (3 if supported else 4)
+    assert _shown_count(html) == counted == len(row_ids(html))
+    # A filter counts its own rows (no tally for it).
+    assert _shown_count(Client().get(PAGE, {"simulated": "true"}).content.decode()) == counted + 1
+
+
+def test_the_filter_choices_are_the_values_the_rows_hold(example_recipe: Recipe) -> None:
+    same_catalog = Recipe.objects.filter(catalog=example_recipe.catalog)
+    others = list(same_catalog.exclude(pk=example_recipe.pk))
+    lab, reported = SignerFactory(label="org/lab"), SignerFactory(counted=False, label="x/y")
+    EvidenceFactory(recipe=example_recipe, signer=lab, gpu_model="H100")
+    EvidenceFactory(recipe=example_recipe, signer=lab, gpu_model="")  # no GPU: no choice
+    EvidenceFactory(recipe=example_recipe, signer=reported, gpu_model="A100")  # never counts
+    EvidenceFactory(recipe=others[0], signer=reported, gpu_model="L40S", is_simulated=True)
+    EvidenceFactory(recipe=others[1], signer=lab, gpu_model="B200", verdict="invalid")
+    gone = EvidenceFactory(recipe=others[2], signer=lab, gpu_model="GB200")
+    Evidence.objects.filter(pk=gone.pk).update(withdrawn_at=NOW, withdrawal_reason="bad")
+    EvidenceFactory(recipe=others[3], signer=reported, gpu_model="H200")
+    EvidenceFactory(recipe=others[3], signer=lab, gpu_model="H200")  # after an uncounted row
+    choices = listing._choices()
+    rows = table.qualification_queryset().values_list("recipe_name", "gpu_model", "recipe__service")
+    assert choices["recipe"] == sorted({r for r, _g, _s in rows})
+    assert choices["gpu"] == sorted({g for _r, g, _s in rows if g}) == ["H100", "H200", "L40S"]
+    assert choices["service"] == sorted({s for _r, _g, s in rows if s})
+    assert set(choices["recipe"]) == {example_recipe.name, others[0].name, others[3].name}
 
 
 # --- constant queries ------------------------------------------------------------------------

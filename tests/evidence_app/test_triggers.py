@@ -20,8 +20,16 @@ EXPECTED = {
         "evidence_signer_tally_delete",
         "evidence_signer_tally_update",
         "evidence_signer_activity_update",
+        "evidence_facet_tally_insert",  # 0015: the evidence list's filter counts
+        "evidence_facet_tally_delete",
+        "evidence_facet_tally_update",
     },
-    "postgresql": {"evidence_signer_tally"},
+    "postgresql": {
+        "evidence_signer_tally",
+        "evidence_facet_tally_insert",
+        "evidence_facet_tally_delete",
+        "evidence_facet_tally_update",
+    },
 }
 
 
