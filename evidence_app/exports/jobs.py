@@ -22,6 +22,7 @@ import psycopg
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from aicr_site.lib.locks import held_alone
@@ -241,8 +242,9 @@ def _fail(job_id: int, message: str) -> None:
         )
 
 
-def _write(job: ExportJob, writer: ChunkWriter, progress: _Progress) -> None:
-    queryset = EvidenceFilter(job.filters, queryset=Evidence.objects.all()).qs
+def _write(
+    job: ExportJob, queryset: QuerySet[Evidence], writer: ChunkWriter, progress: _Progress
+) -> None:
     url_of = site_url_builder(job.site)
     if job.format == ExportFormat.AUDIT:
         audit_package_write(
@@ -293,9 +295,9 @@ def export_job_build(job_id: int) -> str:
         progress = _Progress(job_id)
         writer = ChunkWriter(job_id, on_chunk=progress.save)
         try:
-            total = EvidenceFilter(job.filters, queryset=Evidence.objects.all()).qs.count()
-            ExportJob.objects.filter(pk=job_id).update(total=total)
-            _write(job, writer, progress)
+            queryset = EvidenceFilter(job.filters, queryset=Evidence.objects.all()).qs
+            ExportJob.objects.filter(pk=job_id).update(total=queryset.count())
+            _write(job, queryset, writer, progress)
             writer.close()
         except SiteKeyUnavailable as exc:
             _fail(job_id, f"No audit package: {exc}.")

@@ -139,33 +139,42 @@ def test_a_validation_run_on_the_simulated_cluster_passes_and_publishes(deployme
         sim.stop()
 
 
+def _slow_run_mid_check(deployment: Any, name: str) -> tuple[SimulatedCluster, int, str]:
+    """A run on a slow simulated cluster, once one check has passed and the next is in flight:
+    (the simulator, the run, the worker host running it)."""
+    slow = replace(SCENARIOS["healthy-h100-eks"], time_scale=0.02, min_container_wall_s=0.5)
+    sim, cluster = _register(deployment, name, slow)
+    received = {n: deployment.host(n).log_text("worker").count(RUN_RECEIVED) for n in WORKER_HOSTS}
+    run = _start_run(deployment, cluster)
+
+    def mid_run() -> bool:
+        statuses = {
+            row[0]
+            for row in deployment.sql(
+                "SELECT status FROM validators_app_checkrun WHERE run_id = %s", (run,)
+            )
+        }
+        return {"passed", "running"} <= statuses
+
+    try:
+        wait_until(mid_run, "a finished check and one in flight", 90, deployment.logs)
+    except BaseException:
+        sim.stop()
+        raise
+    runner = next(
+        n
+        for n in WORKER_HOSTS
+        if deployment.host(n).log_text("worker").count(RUN_RECEIVED) > received[n]
+    )
+    return sim, run, runner
+
+
 def test_a_worker_host_killed_mid_run_resumes_on_the_other_and_publishes_once(
     deployment: Any,
 ) -> None:
-    slow = replace(SCENARIOS["healthy-h100-eks"], time_scale=0.02, min_container_wall_s=0.5)
-    sim, cluster = _register(deployment, "multihost-kill-worker", slow)
+    before = _evidence_count(deployment)
+    sim, run, holder = _slow_run_mid_check(deployment, "multihost-kill-worker")
     try:
-        received = {
-            n: deployment.host(n).log_text("worker").count(RUN_RECEIVED) for n in WORKER_HOSTS
-        }
-        before = _evidence_count(deployment)
-        run = _start_run(deployment, cluster)
-
-        def mid_run() -> bool:
-            statuses = {
-                row[0]
-                for row in deployment.sql(
-                    "SELECT status FROM validators_app_checkrun WHERE run_id = %s", (run,)
-                )
-            }
-            return {"passed", "running"} <= statuses
-
-        wait_until(mid_run, "a finished check and one in flight", 90, deployment.logs)
-        holder = next(
-            n
-            for n in WORKER_HOSTS
-            if deployment.host(n).log_text("worker").count(RUN_RECEIVED) > received[n]
-        )
         killed = deployment.host(holder).kill_all(signal.SIGKILL)
         assert killed >= 1
         status, attempts, evidence = _wait_final(deployment, run, timeout=120 + STALE_SECONDS)
@@ -371,31 +380,10 @@ def test_sigterm_to_worker_hosts_mid_task_lets_each_task_finish_once(deployment:
     """``docker stop`` of a worker: SIGTERM to its main process, which stops taking tasks and
     finishes the one in hand (Celery's warm shutdown) before it exits; acks late, so a task it
     could not finish would be delivered again."""
-    slow = replace(SCENARIOS["healthy-h100-eks"], time_scale=0.02, min_container_wall_s=0.5)
-    sim, cluster = _register(deployment, "multihost-sigterm-worker", slow)
     stopped: list[str] = []
+    before = _evidence_count(deployment)
+    sim, run, runner = _slow_run_mid_check(deployment, "multihost-sigterm-worker")
     try:
-        received = {
-            n: deployment.host(n).log_text("worker").count(RUN_RECEIVED) for n in WORKER_HOSTS
-        }
-        before = _evidence_count(deployment)
-        run = _start_run(deployment, cluster)
-
-        def mid_run() -> bool:
-            statuses = {
-                row[0]
-                for row in deployment.sql(
-                    "SELECT status FROM validators_app_checkrun WHERE run_id = %s", (run,)
-                )
-            }
-            return {"passed", "running"} <= statuses
-
-        wait_until(mid_run, "a finished check and one in flight", 90, deployment.logs)
-        runner = next(
-            n
-            for n in WORKER_HOSTS
-            if deployment.host(n).log_text("worker").count(RUN_RECEIVED) > received[n]
-        )
         # The other host takes the ingest (the runner's one slot is busy); its pull of the
         # evidence layer is held 4 s, so the SIGTERM lands while it is in flight.
         upload, ref, layer = _queue_ingest(deployment, 45, hold_seconds=4)
