@@ -109,6 +109,7 @@ def test_a_complete_production_configuration_passes_its_checks(
 CHECK = [sys.executable, "manage.py", "check"]
 WSGI = [sys.executable, "-c", "import aicr_site.wsgi"]
 CELERY = [sys.executable, "-m", "celery", "-A", "aicr_site"]
+SCHEDULE = "{tmp_path}/celerybeat-schedule"
 
 
 @pytest.mark.parametrize(
@@ -117,15 +118,18 @@ CELERY = [sys.executable, "-m", "celery", "-A", "aicr_site"]
         pytest.param(CHECK, "CLUSTER_KUBECONFIG_KEY", id="manage-check"),
         pytest.param(WSGI, "SITE_SIGNING_KEY", id="web-wsgi"),
         pytest.param([*CELERY, "worker", "--pool", "solo"], "CLUSTER_KUBECONFIG_KEY", id="worker"),
-        pytest.param([*CELERY, "beat", "--schedule", "/dev/null"], "SITE_SIGNING_KEY", id="beat"),
+        # The schedule file lives in the test's folder: beat deletes a schedule it cannot open as
+        # a database and writes a new one, so as root "/dev/null" here replaced the device with
+        # a plain file and broke every later subprocess that wrote to it (initdb among them).
+        pytest.param([*CELERY, "beat", "--schedule", SCHEDULE], "SITE_SIGNING_KEY", id="beat"),
     ],
 )
 def test_a_production_process_refuses_to_start_without_a_secret(
-    secret_files: dict[str, str], process: list[str], missing: str
+    secret_files: dict[str, str], process: list[str], missing: str, tmp_path: Path
 ) -> None:
     """Web (gunicorn imports aicr_site.wsgi), worker, beat and every management command."""
     env = {k: v for k, v in secret_files.items() if k != f"{missing}_FILE"}
-    result = _run(process, env)
+    result = _run([arg.format(tmp_path=tmp_path) for arg in process], env)
     assert result.returncode != 0, result.stdout + result.stderr
     named = (f"{missing} (or {missing}_FILE)", f"{missing} is missing")
     assert any(text in result.stderr for text in named), result.stderr
