@@ -43,9 +43,10 @@ SHOT = {"full_page": True, "animations": "disabled", "caret": "hide"}
 
 
 def settled_screenshot(page) -> bytes:  # type: ignore[no-untyped-def]
-    """The page's picture once two in a row agree. On a loaded machine a frame still in flight
-    after ``networkidle`` (the grid header's requestAnimationFrame, a late raster) made one CI
-    run's two otherwise equal pictures differ; comparing settled pictures compares the pages."""
+    """The page's picture once two in a row agree. One CI run's two pictures of a page differed
+    and the difference could not be reproduced (six runs, three of them on a saturated CPU); a
+    frame still drawn after ``networkidle`` is the likely cause, not a proven one. A difference
+    the minified assets really make survives the settling and still fails the test."""
     picture = page.screenshot(**SHOT)
     for _ in range(10):
         page.wait_for_timeout(150)
