@@ -50,8 +50,10 @@ from evidence_app.consensus.rules import (
     signer_group,
 )
 from evidence_app.corroborate import (
+    NOT_RUN,
     Consensus,
     RecipeRollup,
+    bucket_status,
     order_versions_newest_first,
     parse_rfc3339,
 )
@@ -440,14 +442,11 @@ def _row(
 ) -> Row:
     """One row of the grid: its consensus, and a cell for each shown column (by index)."""
     phase, name = found.key
-    cells = [
-        Cell(
-            column=columns[i],
-            result=found.results[i],
-            outcome=columns[i].outcomes.get(phase, {}).get(name),
-        )
-        for i in shown
-    ]
+    cells = []
+    for i in shown:
+        outcome = columns[i].outcomes.get(phase, {}).get(name)
+        result = NOT_RUN if outcome is None else bucket_status(outcome.status)
+        cells.append(Cell(column=columns[i], result=result, outcome=outcome))
     return Row(
         phase=phase,
         name=name,

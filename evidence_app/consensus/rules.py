@@ -44,7 +44,6 @@ from evidence_app.corroborate import (
     CONTESTED,
     FAIL,
     FAILING,
-    NOT_RUN,
     PARTIAL,
     PASS,
     PHASE_ORDER,
@@ -53,10 +52,9 @@ from evidence_app.corroborate import (
     ConfirmedShortfall,
     Consensus,
     RecipeRollup,
-    SignerResult,
     bucket_status,
-    compute_consensus,
     confirmed_shortfall,
+    consensus_of_counts,
     rollup_phase,
     rollup_recipe,
 )
@@ -260,12 +258,84 @@ def _in_code_order(by_code: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
 
 
 @dataclass(frozen=True)
+class RowTally:
+    """What the selected runs add up to on one row: the counts AICR's state is computed from
+    (``consensus_of_counts``) and what the grid notes of it. A run adds to the rows it carries
+    (``run_tallies``); runs are distinct signer columns, so these are distinct-signer counts.
+    Stored per (recipe name, row) by ``consensus.columns`` and kept by adding and subtracting
+    one column's tallies when its selected run changes."""
+
+    pass_counted: int = 0  # counted runs whose result is a pass
+    fail_counted: int = 0  # … a fail
+    reported: int = 0  # uncounted, non-simulated runs with a pass or a fail (zero weight)
+    counted_carriers: int = 0  # counted runs that carry the name: the row is in the rollups
+    other_carriers: int = 0  # uncounted runs (reported, unsupported, simulated) carrying it
+    demo_voters: int = 0  # counted demo runs with a pass or a fail
+    stale_voters: int = 0  # counted stale runs with a pass or a fail
+
+    FIELDS = (
+        "pass_counted",
+        "fail_counted",
+        "reported",
+        "counted_carriers",
+        "other_carriers",
+        "demo_voters",
+        "stale_voters",
+    )
+
+    def values(self) -> tuple[int, ...]:
+        return tuple(getattr(self, name) for name in self.FIELDS)
+
+    def plus(self, other: RowTally, sign: int = 1) -> RowTally:
+        return RowTally(*(a + sign * b for a, b in zip(self.values(), other.values(), strict=True)))
+
+    @property
+    def empty(self) -> bool:
+        return not (self.counted_carriers or self.other_carriers)
+
+    @property
+    def consensus(self) -> Consensus:
+        return consensus_of_counts(self.pass_counted, self.fail_counted, self.reported)
+
+
+def run_tallies(run: Run) -> dict[RowKey, RowTally]:
+    """What one selected run adds to each row it carries (a row it lacks is not-run for it,
+    which adds nothing)."""
+    out: dict[RowKey, RowTally] = {}
+    for phase in GRID_PHASES:
+        for name, status in run.statuses.get(phase, {}).items():
+            result = bucket_status(status)
+            voter = result in (PASS, FAIL)
+            if run.counted:
+                out[(phase, name)] = RowTally(
+                    pass_counted=int(result == PASS),
+                    fail_counted=int(result == FAIL),
+                    counted_carriers=1,
+                    demo_voters=int(voter and run.demo),
+                    stale_voters=int(voter and bool(run.stale)),
+                )
+            else:
+                out[(phase, name)] = RowTally(
+                    reported=int(voter and not run.simulated), other_carriers=1
+                )
+    return out
+
+
+def tally_runs(runs: Iterable[Run]) -> dict[RowKey, RowTally]:
+    """Every row's tally over ``runs`` (distinct signer columns)."""
+    totals: dict[RowKey, RowTally] = {}
+    for run in runs:
+        for key, tally in run_tallies(run).items():
+            totals[key] = totals[key].plus(tally) if key in totals else tally
+    return totals
+
+
+@dataclass(frozen=True)
 class RowConsensus:
-    """One row of the consensus: AICR's state over the counted signers, every run's bucket."""
+    """One row of the consensus: AICR's state over the counted signers."""
 
     key: RowKey
     consensus: Consensus
-    results: tuple[str, ...]  # one per run, in the runs' order
     in_rollup: bool  # declared, or found in a counted run: part of the phase and recipe state
     demo: bool  # a counted demo run gave it a pass or a fail
     voters: int  # counted runs with a pass or a fail on it
@@ -452,61 +522,39 @@ class RecipeConsensus:
         return confirmed_lacks(self.rows)
 
 
-def _row_keys(declared: Iterable[RowKey], runs: Sequence[Run]) -> tuple[set[RowKey], set[RowKey]]:
-    """The rows in the rollups (declared, or carried by a counted run) and the rows only
-    reported or simulated runs carry."""
-    in_rollup = set(declared)
-    shown_only: set[RowKey] = set()
-    for run in runs:
-        target = in_rollup if run.counted else shown_only
-        for phase in GRID_PHASES:
-            target.update((phase, name) for name in run.statuses.get(phase, {}))
-    return in_rollup, shown_only - in_rollup
-
-
-def _row_consensus(key: RowKey, runs: Sequence[Run], *, in_rollup: bool) -> RowConsensus:
-    """AICR's state of one row over the non-simulated runs (reported ones with zero weight)."""
-    phase, name = key
-    results = []
-    for run in runs:
-        status = run.statuses.get(phase, {}).get(name)
-        results.append(NOT_RUN if status is None else bucket_status(status))
-    consensus = compute_consensus(
-        SignerResult(run.key, run.counted, result)
-        for run, result in zip(runs, results, strict=True)
-        if not run.simulated
-    )
-    voters = [
-        run
-        for run, result in zip(runs, results, strict=True)
-        if run.counted and result in (PASS, FAIL)
-    ]
-    return RowConsensus(
-        key=key,
-        consensus=consensus,
-        results=tuple(results),
-        in_rollup=in_rollup,
-        demo=any(run.demo for run in voters),
-        voters=len(voters),
-        stale_voters=sum(1 for run in voters if run.stale),
-    )
-
-
 def recipe_consensus(declared: Iterable[RowKey], runs: Sequence[Run]) -> RecipeConsensus:
     """THE recipe-level consensus, used by the grid, the list badges, the ``?consensus=``
-    filter, the API and the audit package alike.
+    filter, the API and the audit package alike: ``fold_consensus`` of the runs' tallies."""
+    return fold_consensus(declared, tally_runs(runs), StaleSummary.of(runs))
+
+
+def fold_consensus(
+    declared: Iterable[RowKey], tallies: Mapping[RowKey, RowTally], stale: StaleSummary
+) -> RecipeConsensus:
+    """The recipe-level consensus from its rows' tallies (computed from the runs, or stored).
 
     Rows are the declared checks plus every CTRF name of a *counted* run; names only
     reported or simulated runs carry are rows too (shown, so nothing a signer sent is
     hidden) but stay out of the phase and recipe rollups: an uncounted signer never changes
     a state. Each row's state is AICR's ``compute_consensus`` over the non-simulated runs
-    (reported ones with zero weight); phases and the recipe fold the rollup rows worst-first.
+    (reported ones with zero weight), from its counts; phases and the recipe fold the rollup
+    rows worst-first.
     """
-    in_rollup, shown_only = _row_keys(declared, runs)
-    rows = [
-        _row_consensus(key, runs, in_rollup=key in in_rollup)
-        for key in sorted(in_rollup | shown_only, key=row_order)
-    ]
+    in_rollup = set(declared) | {k for k, t in tallies.items() if t.counted_carriers}
+    shown_only = {k for k, t in tallies.items() if t.other_carriers} - in_rollup
+    rows = []
+    for key in sorted(in_rollup | shown_only, key=row_order):
+        tally = tallies.get(key, RowTally())
+        rows.append(
+            RowConsensus(
+                key=key,
+                consensus=tally.consensus,
+                in_rollup=key in in_rollup,
+                demo=tally.demo_voters > 0,
+                voters=tally.pass_counted + tally.fail_counted,
+                stale_voters=tally.stale_voters,
+            )
+        )
     counted_rows = [row for row in rows if row.in_rollup]
     phase_states = {
         phase: rollup_phase([row.consensus.state for row in counted_rows if row.key[0] == phase])
@@ -527,5 +575,5 @@ def recipe_consensus(declared: Iterable[RowKey], runs: Sequence[Run]) -> RecipeC
         phase_demo=phase_demo,
         rollup=rollup,
         includes_demo=any(phase_demo.values()),
-        stale=StaleSummary.of(runs),
+        stale=stale,
     )

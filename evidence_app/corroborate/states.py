@@ -103,7 +103,12 @@ def compute_consensus(signers: Iterable[SignerResult]) -> Consensus:
             pass_allow += 1
         elif s.result == FAIL:
             fail_allow += 1
+    return consensus_of_counts(pass_allow, fail_allow, reported)
 
+
+def consensus_of_counts(pass_allow: int, fail_allow: int, reported: int) -> Consensus:
+    """``compute_consensus``'s state from its distinct-signer counts: what a row's stored
+    tallies (``evidence_app.consensus.columns``) give without its signers' results."""
     if pass_allow == 0 and fail_allow == 0:
         state = UNTESTED
     elif pass_allow and fail_allow:
