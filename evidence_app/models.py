@@ -587,6 +587,91 @@ class SignerFacetTally(models.Model):
         return f"{self.signer_id} / {self.verdict or 'any'}: {self.records}"
 
 
+class ColumnSlot(models.TextChoices):
+    """Which of a signer's grid columns a run is for (``consensus.grid``'s partition)."""
+
+    SUPPORTED = "", "in the supported AICR range"
+    UNSUPPORTED = "unsupported", "outside the supported AICR range"
+    SIMULATED = "simulated", "simulated"
+
+
+class ConsensusColumn(models.Model):
+    """One signer column of a recipe name's consensus grid in its default lens: the newest
+    eligible run (verified, not withdrawn) of that signer and slot, with what consensus reads
+    of it. Kept by ``consensus.columns`` in the services that change evidence, under the
+    consensus locks, with the row tallies it adds to (``ConsensusRowTally``); the recipe page
+    reads the shown columns and the tallies instead of every signer's newest run (issue 22)."""
+
+    recipe_name = models.CharField(max_length=200)
+    signer = models.ForeignKey(Signer, on_delete=models.CASCADE, related_name="+")
+    slot = models.CharField(max_length=12, blank=True, choices=ColumnSlot.choices)
+    evidence = models.OneToOneField(Evidence, on_delete=models.CASCADE, related_name="+")
+    attested_at = models.DateTimeField()
+    counted = models.BooleanField(help_text="``is_counted`` of the run when written.")
+    demo = models.BooleanField(default=False)
+    # Phase → CTRF name → raw status, the grid's phases only (``rules.check_statuses``).
+    statuses = models.JSONField(default=dict)
+    # A counted run's stale reason codes when written, comma-joined in ``CODES`` order
+    # (uncounted runs: none; they feed no stale count). Refreshed where staleness moves.
+    stale_codes = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["recipe_name", "signer", "slot"], name="consensus_column_one_per_slot"
+            ),
+        ]
+        indexes = [
+            # The newest columns of a group (counted first) and the counts per group.
+            models.Index(
+                fields=["recipe_name", "counted", "slot", "-attested_at", "-evidence"],
+                name="consensus_column_newest_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.recipe_name} / {self.signer_id} / {self.slot or 'supported'}"
+
+
+class ConsensusRowTally(models.Model):
+    """Per recipe name and grid row (phase, CTRF name): ``rules.RowTally`` over the name's
+    ``ConsensusColumn`` rows, the counts its state is computed from. A row no column carries
+    is deleted."""
+
+    recipe_name = models.CharField(max_length=200)
+    phase = models.CharField(max_length=20)
+    name = models.CharField(max_length=300)
+    pass_counted = models.IntegerField(default=0)
+    fail_counted = models.IntegerField(default=0)
+    reported = models.IntegerField(default=0)
+    counted_carriers = models.IntegerField(default=0)
+    other_carriers = models.IntegerField(default=0)
+    demo_voters = models.IntegerField(default=0)
+    stale_voters = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["recipe_name", "phase", "name"], name="consensus_row_tally_one_per_row"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.recipe_name} / {self.phase} / {self.name}"
+
+
+class ConsensusName(models.Model):
+    """A recipe name whose columns and row tallies are built, with the newest AICR release its
+    counted columns' staleness was judged against: when that moves (a newer counted release,
+    or the newest one withdrawn), every column's "aicr-outdated" is judged again."""
+
+    recipe_name = models.CharField(max_length=200, unique=True)
+    newest_aicr = models.CharField(max_length=200, blank=True)
+
+    def __str__(self) -> str:
+        return self.recipe_name
+
+
 class UploadState(models.TextChoices):
     PENDING = "pending", "Waiting for a worker"
     RUNNING = "running", "Being pulled and verified"

@@ -17,12 +17,14 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
+from evidence_app.consensus import columns as stored_columns
 from evidence_app.consensus.rules import (
     RUN_FIELDS,
     RecipeBadge,
     Run,
     check_statuses,
     declared_checks,
+    fold_consensus,
     is_counted,
     latest_per,
     recipe_consensus,
@@ -116,3 +118,37 @@ def recipe_badges_computed(
     }
     unbadged = frozenset(pk for pk, name, _ in rows if name not in runs)
     return ComputedBadges(badges=badges, names=covered, expires=expires, unbadged_pks=unbadged)
+
+
+def recipe_badges_stored(
+    *, names: Iterable[str] | None = None, now: datetime | None = None
+) -> ComputedBadges:
+    """``recipe_badges_computed``'s answer from the stored columns and row tallies
+    (``consensus.columns``, which the caller has brought up to date): ``fold_consensus`` of
+    each name's tallies with each recipe row's declared checks. A fixed number of queries,
+    none over the evidence."""
+    now = now or timezone.now()
+    recipes = Recipe.objects.all()
+    if names is not None:
+        recipes = recipes.filter(name__in=sorted(set(names)))
+    rows = list(recipes.order_by().values_list("pk", "name", "checks"))
+    covered = frozenset(name for _, name, _ in rows)
+    if not covered:
+        return ComputedBadges(badges={}, names=covered, expires={})
+    counted = stored_columns.counted_names(covered)
+    tallies = stored_columns.stored_tallies(counted)
+    stale = stored_columns.stored_stale_summaries(counted)
+    badges = {
+        (pk, name): fold_consensus(
+            declared_checks(checks), tallies.get(name, {}), stale[name]
+        ).badge
+        for pk, name, checks in rows
+        if name in counted
+    }
+    unbadged = frozenset(pk for pk, name, _ in rows if name not in counted)
+    return ComputedBadges(
+        badges=badges,
+        names=covered,
+        expires=stored_columns.stored_expiry(counted, now),
+        unbadged_pks=unbadged,
+    )

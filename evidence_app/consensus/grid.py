@@ -26,6 +26,8 @@ from typing import Any
 from django.db.models import BooleanField, Count, ExpressionWrapper, F, Max, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 
+from evidence_app.consensus import columns as stored_columns
+from evidence_app.consensus.columns import ColumnCounts, newest_per_column
 from evidence_app.consensus.outcomes import (
     CheckOutcome,
     PhaseSummary,
@@ -42,9 +44,9 @@ from evidence_app.consensus.rules import (
     StaleSummary,
     declared_checks,
     eligible,
+    fold_consensus,
     in_supported_range,
     is_counted,
-    latest_per,
     outcome_statuses,
     recipe_consensus,
     signer_group,
@@ -57,11 +59,10 @@ from evidence_app.corroborate import (
     order_versions_newest_first,
     parse_rfc3339,
 )
-from evidence_app.models import Evidence, Release, Signer, SignerKind, supported_range_q
+from evidence_app.models import Evidence, Release, Signer, SignerKind
 from evidence_app.selectors import HEAVY_FIELDS
 from evidence_app.services.facet_tallies import recipe_records
 from evidence_app.services.staleness import StaleReason, staleness_bulk
-from evidence_app.services.versions import supported_range
 from recipes_app.models import Recipe
 
 RECENT_EVIDENCE = 5  # then a link to all of them (the page's byte budget)
@@ -72,6 +73,12 @@ WITHDRAWN_SHOWN = 20  # the recipe page lists this many withdrawn runs, then a c
 # the recipe page stays within its byte budget at 10,000 records (docs/benchmarks.md).
 COUNTED_COLUMNS_SHOWN = 10
 OTHER_COLUMNS_SHOWN = 3
+COLUMN_CAPS = {
+    "counted": COUNTED_COLUMNS_SHOWN,
+    "reported": OTHER_COLUMNS_SHOWN,
+    "unsupported": OTHER_COLUMNS_SHOWN,
+    "simulated": OTHER_COLUMNS_SHOWN,
+}
 # What the grid reads of each selected run (the predicate only as its ``phases`` object).
 GRID_FIELDS = (*RUN_FIELDS, "k8s_version")
 
@@ -180,16 +187,18 @@ class ConsensusGrid:
     withdrawn_count: int = 0
     shown_columns: list[Column] = field(default_factory=list)  # the columns rendered
     all_signers: bool = False  # asked for every column (``signers="all"``)
+    # How many columns there are in each group: all of them, read or not.
+    counts: ColumnCounts = field(default_factory=ColumnCounts)
 
     @property
     def is_capped(self) -> bool:
         """Some columns are not rendered (they still count in every state)."""
-        return len(self.shown_columns) < len(self.columns)
+        return len(self.shown_columns) < self.counts.total
 
     @property
     def cappable(self) -> bool:
         """Showing every column, though the default view would cap them."""
-        return self.all_signers and len(_shown_columns(self.columns, False)) < len(self.columns)
+        return self.all_signers and _capped_total(self.counts) < self.counts.total
 
     @property
     def shown_counted(self) -> int:
@@ -227,6 +236,11 @@ class ConsensusGrid:
     def rows(self) -> list[Row]:
         return [row for phase in self.phases for row in phase.rows]
 
+    @property
+    def has_columns(self) -> bool:
+        return self.counts.total > 0
+
+    # The columns read (every one in a lens or with ``signers="all"``, else the shown ones).
     @property
     def counted_columns(self) -> list[Column]:
         return [c for c in self.columns if c.counted]
@@ -291,12 +305,7 @@ def _shown_columns(columns: Sequence[Column], show_all: bool) -> list[Column]:
     and the newest OTHER_COLUMNS_SHOWN reported and simulated ones each, in grid order."""
     if show_all:
         return list(columns)
-    caps = {
-        "counted": COUNTED_COLUMNS_SHOWN,
-        "reported": OTHER_COLUMNS_SHOWN,
-        "unsupported": OTHER_COLUMNS_SHOWN,
-        "simulated": OTHER_COLUMNS_SHOWN,
-    }
+    caps = COLUMN_CAPS
     newest = sorted(columns, key=lambda c: (c.evidence.attested_at, c.evidence.pk), reverse=True)
     taken: dict[str, int] = {}
     keep: set[int] = set()
@@ -306,6 +315,20 @@ def _shown_columns(columns: Sequence[Column], show_all: bool) -> list[Column]:
             taken[group] = taken.get(group, 0) + 1
             keep.add(id(column))
     return [c for c in columns if id(c) in keep]
+
+
+def _capped_total(counts: ColumnCounts) -> int:
+    """How many columns the default view shows of ``counts``."""
+    return sum(min(getattr(counts, group), cap) for group, cap in COLUMN_CAPS.items())
+
+
+def _counts(columns: Sequence[Column]) -> ColumnCounts:
+    return ColumnCounts(
+        counted=sum(1 for c in columns if c.counted),
+        reported=sum(1 for c in columns if c.group == "reported"),
+        unsupported=sum(1 for c in columns if c.group == "unsupported"),
+        simulated=sum(1 for c in columns if c.simulated),
+    )
 
 
 # ``release:<id>``: the lens of a release's identities (releases.status; imported where used,
@@ -392,16 +415,8 @@ def _selected_runs(
         candidates = candidates.filter(pk__in=sorted(matching_evidence(release, recipe, ids)))
     elif lens:
         candidates = candidates.filter(aicr_version=lens)
-    partition = ["signer_id", "is_simulated"]
-    if supported_range().enabled:
-        # A signer's newest run in the supported range is its counted column (the stored
-        # badge's run); its newest run outside it gets a column of its own.
-        candidates = candidates.annotate(
-            _in_range=ExpressionWrapper(supported_range_q(), output_field=BooleanField())
-        )
-        partition.append("_in_range")
     return list(
-        latest_per(candidates, *partition)
+        newest_per_column(candidates)
         .select_related("signer")
         .only(*GRID_FIELDS)
         .annotate(_phases=F("predicate__phases"))
@@ -510,17 +525,33 @@ def consensus_grid(
     recent: list[Evidence] = []
     withdrawn: list[Evidence] = []
     withdrawn_count = 0
+    # The default view reads the stored columns: the shown ones, and the row tallies every
+    # state is folded from (``consensus.columns``); a lens or every column reads the runs.
+    from_store = bool(evidence_count) and not chosen.version and not show_all
+    from_store = from_store and _stored_current(recipe.name)
     if evidence_count:
-        selected = _selected_runs(mine, chosen.version, recipe)
+        if from_store:
+            selected = _stored_shown_runs(recipe.name)
+        else:
+            selected = _selected_runs(mine, chosen.version, recipe)
         recent, withdrawn, withdrawn_count = _recent_and_withdrawn(mine)
     shown = {e.pk: e for e in [*selected, *recent, *withdrawn]}
     stale = staleness_bulk(list(shown.values()))
 
     columns = _columns(selected, stale)
-    shown_columns = _shown_columns(columns, show_all)
+    shown_columns = columns if from_store else _shown_columns(columns, show_all)
     _read_cell_details(shown_columns)
     declared = declared_checks(recipe.checks)
-    consensus = recipe_consensus(declared, [_run_of(c) for c in columns])
+    if from_store:
+        counts = stored_columns.column_counts(recipe.name)
+        consensus = fold_consensus(
+            declared,
+            stored_columns.stored_tallies([recipe.name]).get(recipe.name, {}),
+            stored_columns.stored_stale_summaries([recipe.name]).get(recipe.name, StaleSummary()),
+        )
+    else:
+        counts = _counts(columns)
+        consensus = recipe_consensus(declared, [_run_of(c) for c in columns])
     note = ""
     if chosen.version.startswith(LENS_PREFIX):
         keyed = len([c for c in columns if c.signer.kind == SignerKind.KEY])
@@ -545,6 +576,29 @@ def consensus_grid(
         withdrawn_count=withdrawn_count,
         shown_columns=shown_columns,
         all_signers=show_all,
+        counts=counts,
+    )
+
+
+def _stored_current(name: str) -> bool:
+    """Whether the name's stored columns can be read: built, and with no counted run aged
+    into staleness since they were judged (``stored.consensus_refresh_expired`` judges them
+    again first, as before every list read)."""
+    from evidence_app.consensus.stored import consensus_refresh_expired  # it reads this module
+
+    consensus_refresh_expired(names=[name])
+    return stored_columns.is_built(name)
+
+
+def _stored_shown_runs(name: str) -> list[Evidence]:
+    """The runs of the name's shown columns (the newest of each group, up to its cap)."""
+    ids = [c.evidence_id for c in stored_columns.newest_columns(name, COLUMN_CAPS)]
+    return list(
+        Evidence.objects.filter(pk__in=ids)
+        .select_related("signer")
+        .only(*GRID_FIELDS)
+        .annotate(_phases=F("predicate__phases"))
+        .order_by("-attested_at", "-pk")
     )
 
 

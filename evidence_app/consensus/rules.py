@@ -239,16 +239,19 @@ class StaleSummary:
 
     @classmethod
     def of(cls, runs: Iterable[Run]) -> StaleSummary:
-        counted = [run for run in runs if run.counted]
+        return cls.of_groups((run.stale, 1) for run in runs if run.counted)
+
+    @classmethod
+    def of_groups(cls, counted: Iterable[tuple[tuple[str, ...], int]]) -> StaleSummary:
+        """From (a counted run's stale codes, how many runs have exactly those) pairs."""
+        runs = stale = 0
         by_code: dict[str, int] = {}
-        for run in counted:
-            for code in dict.fromkeys(run.stale):
-                by_code[code] = by_code.get(code, 0) + 1
-        return cls(
-            counted_runs=len(counted),
-            stale_runs=sum(1 for run in counted if run.stale),
-            reasons=_in_code_order(by_code),
-        )
+        for codes, n in counted:
+            runs += n
+            stale += n if codes else 0
+            for code in dict.fromkeys(codes):
+                by_code[code] = by_code.get(code, 0) + n
+        return cls(counted_runs=runs, stale_runs=stale, reasons=_in_code_order(by_code))
 
 
 def _in_code_order(by_code: Mapping[str, int]) -> tuple[tuple[str, int], ...]:

@@ -32,17 +32,17 @@ serialises writers itself.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 
 from django.db import connection, transaction
 from django.db.models import Exists
 from django.utils import timezone
 
-from evidence_app.consensus.badges import recipe_badges_computed
-from evidence_app.consensus.rules import is_counted
+from evidence_app.consensus import columns as stored_columns
+from evidence_app.consensus.badges import recipe_badges_stored
 from evidence_app.exports.artefact import publication_changed
-from evidence_app.models import Evidence, Verdict
+from evidence_app.models import ConsensusName, Evidence, Verdict
 from evidence_app.services.staleness import stale_after_days
 from evidence_app.services.versions import supported_range
 from recipes_app.models import Catalog, ConsensusRules, RecipeConsensusState
@@ -75,9 +75,10 @@ def lock_names(names: Collection[str] | None) -> None:
     _lock(names)
 
 
-# What a stored row holds, versioned: a release that stores more (2: ``confirmed_lacks``)
-# bumps it, so the first read after the deploy refreshes every row written without it.
-STORED_FIELDS_VERSION = 2
+# What a stored row holds, versioned: a release that stores more (2: ``confirmed_lacks``;
+# 3: the grid's columns and row tallies it is folded from, ``consensus.columns``) bumps it,
+# so the first read after the deploy refreshes every row written without it.
+STORED_FIELDS_VERSION = 3
 
 
 def rules_fingerprint() -> str:
@@ -89,14 +90,15 @@ def rules_fingerprint() -> str:
 
 
 def _store(names: Collection[str] | None, now: datetime) -> int:
-    """Recompute and replace the rows of ``names`` (None: all, under the settings recorded in
-    ``ConsensusRules``); the caller holds the locks."""
+    """Fold and replace the badges of ``names`` (None: all, under the settings recorded in
+    ``ConsensusRules``) from the stored columns, which the caller brought up to date; the
+    caller holds the locks."""
     if names is None:
         ConsensusRules.objects.update_or_create(
             pk=ConsensusRules.SINGLETON,
             defaults={"fingerprint": rules_fingerprint(), "refreshed_at": now},
         )
-    computed = recipe_badges_computed(names=names, now=now)
+    computed = recipe_badges_stored(names=names, now=now)
     # Rows of recipes that lost their last counted run go; the others are replaced in place
     # (one upsert: a counted ingest, which cannot remove a badge, deletes nothing).
     if computed.unbadged_pks:
@@ -143,20 +145,26 @@ def consensus_refresh(names: Iterable[str] | None = None, *, now: datetime | Non
     # the whole change anyway, and the two statements a savepoint costs are per ingest.
     with transaction.atomic(savepoint=False):
         _lock(wanted)
+        stored_columns.columns_rebuild(wanted)
         return _store(wanted, now or timezone.now())
 
 
 def consensus_refresh_expired(
-    *, catalog: Catalog | None = None, now: datetime | None = None
+    *,
+    catalog: Catalog | None = None,
+    names: Collection[str] | None = None,
+    now: datetime | None = None,
 ) -> int:
-    """Refresh the rows (of ``catalog``, or all) whose ``expires_at`` has passed: a counted
-    run behind them has aged into staleness since; every row when the settings they were
-    computed under are not the running ones (``rules_fingerprint``). One query when none
-    has and the settings are the same."""
+    """Refresh the rows (of ``catalog`` or of ``names``, or all) whose ``expires_at`` has
+    passed: a counted run behind them has aged into staleness since; every row when the
+    settings they were computed under are not the running ones (``rules_fingerprint``). One
+    query when none has and the settings are the same."""
     now = now or timezone.now()
     expired = RecipeConsensusState.objects.filter(expires_at__lt=now)
     if catalog is not None:
         expired = expired.filter(recipe__catalog=catalog)
+    if names is not None:
+        expired = expired.filter(recipe__name__in=sorted(names))
     state = (
         ConsensusRules.objects.filter(pk=ConsensusRules.SINGLETON)
         .annotate(any_expired=Exists(expired))
@@ -178,7 +186,10 @@ def consensus_refresh_expired(
                 expires_at__lt=now, recipe__name__in=sorted(names)
             ).values_list("recipe__name", flat=True)
         )
-        return _store(still, now) if still else 0
+        if not still:
+            return 0
+        stored_columns.columns_restale(still)  # only time moved: the same runs, older
+        return _store(still, now)
 
 
 def _refresh_for_rules(now: datetime) -> int:
@@ -190,55 +201,66 @@ def _refresh_for_rules(now: datetime) -> int:
             pk=ConsensusRules.SINGLETON, fingerprint=rules_fingerprint()
         ).exists():
             return 0
+        stored_columns.columns_rebuild(None)  # the supported range picks the columns
         return _store(None, now)
 
 
 # --- the hooks of the services that change what a badge rests on -----------------------------
 
 
-def _releases(names: Collection[str] | None, *, consensus: bool) -> None:
-    """The badges (when ``consensus``) and the release profile statuses of ``names`` (None:
-    all), in one transaction under the same locks."""
+def _refreshed(names: Collection[str] | None, columns: Callable[[], bool]) -> None:
+    """In one transaction under the locks of ``names`` (None: all): bring the stored columns
+    up to date (``columns``: whether a counted one moved), the badges when one did, and the
+    release profile statuses."""
     from evidence_app.releases.stored import profiles_refresh  # it reads this module's locks
 
     with transaction.atomic(savepoint=False):
-        if consensus:
-            consensus_refresh(names)
-        else:
-            _lock(names)
+        _lock(names)
+        if columns():
+            _store(names, timezone.now())
         profiles_refresh(names)
 
 
 def _moves_a_release(evidence: Evidence) -> bool:
     """Whether a new record can change a release profile's status or sentence: a counted
     run, or a live simulated, demo or counted-signer one that the "not yet run on hardware"
-    sentence counts (``releases.status._not_run_reason``). Others cost no query."""
-    return (
-        evidence.verdict == Verdict.VERIFIED
-        and evidence.withdrawn_at is None
-        and (evidence.is_simulated or evidence.is_demo or evidence.signer.counted)
-    )
+    sentence counts (``releases.status._not_run_reason``)."""
+    return evidence.is_simulated or evidence.is_demo or evidence.signer.counted
 
 
 def evidence_stored(evidence: Evidence) -> None:
-    """Ingest stored a new record: only a counted one can change a badge (reported and
-    simulated runs never change a state, and only counted runs set the staleness bars)."""
-    counted = is_counted(evidence)
-    if counted or _moves_a_release(evidence):
-        _releases(frozenset([evidence.recipe_name]), consensus=counted)
+    """Ingest stored a new record: a verified one is its signer's newest run of the recipe
+    unless a newer one is stored, so its column may move (a record that failed verification
+    is in no column and costs no query). Only a counted column can change a badge; reported
+    and simulated runs change the grid's cells and counts."""
+    if evidence.verdict != Verdict.VERIFIED or evidence.withdrawn_at is not None:
+        return
+    name, signer = evidence.recipe_name, evidence.signer_id
+    from evidence_app.releases.stored import profiles_refresh  # it reads this module's locks
+
+    with transaction.atomic(savepoint=False):
+        _lock(frozenset([name]))
+        if stored_columns.columns_refresh(name, [signer]):
+            _store(frozenset([name]), timezone.now())
+        if _moves_a_release(evidence):
+            profiles_refresh(frozenset([name]))
 
 
 def evidence_withdrawn(evidence: Evidence) -> None:
-    _releases(frozenset([evidence.recipe_name]), consensus=True)
+    name = evidence.recipe_name
+    _refreshed(
+        frozenset([name]), lambda: stored_columns.columns_refresh(name, [evidence.signer_id])
+    )
 
 
 def signers_changed(signer_ids: Iterable[int]) -> None:
-    """Signers started or stopped counting: refresh the recipes their runs are for."""
+    """Signers started or stopped counting: refresh their columns of the recipes their runs
+    are for."""
     ids = sorted(set(signer_ids))
     if not ids:
         return
     publication_changed()  # a signer's class is published too
-    names = (
+    names = frozenset(
         Evidence.objects.filter(
             signer_id__in=ids,
             verdict=Verdict.VERIFIED,
@@ -249,19 +271,42 @@ def signers_changed(signer_ids: Iterable[int]) -> None:
         .values_list("recipe_name", flat=True)
         .distinct()
     )
-    _releases(frozenset(names), consensus=True)
+
+    def refresh() -> bool:
+        moved = [stored_columns.columns_refresh(name, ids) for name in sorted(names)]
+        return any(moved)
+
+    _refreshed(names, refresh)
 
 
 def catalog_changed() -> None:
     """A new current catalog version: every badge's declared checks or staleness may move,
-    and every release profile's plan (the recipe's digest) and declared checks."""
+    and every release profile's plan (the recipe's digest) and declared checks. Which run
+    each column selects does not (the catalog picks none), so the columns are only judged
+    for staleness again, unless they were built under other settings."""
     publication_changed()  # and the published coordinates
-    _releases(None, consensus=True)
+
+    def refresh() -> bool:
+        current = ConsensusRules.objects.filter(
+            pk=ConsensusRules.SINGLETON, fingerprint=rules_fingerprint()
+        ).exists()
+        if current:
+            stored_columns.columns_restale(None)
+        else:
+            stored_columns.columns_rebuild(None)
+        return True
+
+    _refreshed(None, refresh)
 
 
 def backfill_if_empty() -> int:
     """Fill the table where it is empty but counted evidence exists (a database migrated from
     before it existed); nothing otherwise."""
-    if RecipeConsensusState.objects.exists() or not Evidence.objects.counted().exists():
+    live = Evidence.objects.filter(verdict=Verdict.VERIFIED, withdrawn_at__isnull=True)
+    columns_missing = not ConsensusName.objects.exists() and live.exists()
+    badges_missing = (
+        not RecipeConsensusState.objects.exists() and Evidence.objects.counted().exists()
+    )
+    if not (columns_missing or badges_missing):
         return 0
     return consensus_refresh()

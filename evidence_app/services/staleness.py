@@ -429,6 +429,21 @@ def newest_counted_releases(names: Iterable[str]) -> dict[str, str]:
     return {name: _newest(sorted(versions)) for name, versions in by_recipe.items()}
 
 
+def newest_aicr_bars(names: Iterable[str], catalog: Catalog | None) -> dict[str, str]:
+    """Per name, the release its runs are "aicr-outdated" against: the newest of its counted
+    releases and the current catalog's (``_catalog_bar``); one query."""
+    wanted = sorted(set(names))
+    newest = newest_counted_releases(wanted)
+    catalog_version = _catalog_bar(catalog, supported_range())
+    bars: dict[str, str] = {}
+    for name in wanted:
+        candidates = {newest[name]} if name in newest else set()
+        if catalog_version:
+            candidates = candidates | {catalog_version}
+        bars[name] = _newest(sorted(candidates))
+    return bars
+
+
 def staleness_context(
     evidence: Sequence[Evidence], *, now: datetime | None = None
 ) -> StalenessContext:
@@ -443,13 +458,7 @@ def staleness_context(
             digest=catalog.validator_checks_digest, checks=tuple(catalog.validator_checks or ())
         )
     _load_recipe_facts(context, evidence, names, catalog)
-    newest = newest_counted_releases(names)
-    catalog_version = _catalog_bar(catalog, supported_range())
-    for name in names:
-        candidates = {newest[name]} if name in newest else set()
-        if catalog_version:
-            candidates = candidates | {catalog_version}
-        context.newest_aicr[name] = _newest(sorted(candidates))
+    context.newest_aicr.update(newest_aicr_bars(names, catalog))
     context.allowlist_state = AllowlistState(delisted_signers(e.signer_id for e in evidence))
     return context
 

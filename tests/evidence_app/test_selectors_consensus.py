@@ -542,7 +542,7 @@ def test_it_reads_the_grid_in_a_constant_number_of_queries(recipe: Recipe) -> No
             )
         with CaptureQueriesContext(connection) as queries:
             grid = consensus.consensus_grid(recipe=recipe)
-        assert len(grid.columns) == count
+        assert grid.counts.total == count
         return len(queries)
 
     queries_for(1)  # the validator catalog version is read once per catalog and process
@@ -717,7 +717,8 @@ def test_it_caps_the_shown_columns_and_still_counts_every_signer(recipe: Recipe)
         )
 
     grid = consensus.consensus_grid(recipe=recipe)
-    assert len(grid.counted_columns) == total
+    assert grid.counts.counted == total  # every column, though only the shown ones are read
+    assert len(grid.counted_columns) == COUNTED_COLUMNS_SHOWN
     assert grid.is_capped
     assert grid.shown_counted == COUNTED_COLUMNS_SHOWN
     assert grid.shown_reported == OTHER_COLUMNS_SHOWN
@@ -734,5 +735,6 @@ def test_it_caps_the_shown_columns_and_still_counts_every_signer(recipe: Recipe)
     assert not everything.is_capped
     assert everything.cappable
     assert len(row(everything, "operator-health").cells) == len(everything.columns)
+    assert len(everything.counted_columns) == total
     assert everything.state == grid.state
     assert [r.state for r in everything.rows] == [r.state for r in grid.rows]
