@@ -10,9 +10,12 @@ import itertools
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.test import override_settings
 
 from evidence_app.consensus import grid
+from evidence_app.consensus.rules import is_counted
 from evidence_app.models import Evidence, Signer, Verdict
+from evidence_app.qualifications.listing import qualification_listing, recipe_counted
 from recipes_app.models import Recipe
 from tests.evidence_factories import EvidenceFactory, SignerFactory
 from tests.factories import RecipeFactory
@@ -20,6 +23,7 @@ from tests.factories import RecipeFactory
 pytestmark = pytest.mark.usefixtures("evidence_db")
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 VERSIONS = ("v0.19.0", "v0.20.1", "v1.2.0", "dev", "")
+RANGE = ">=0.20.0,<2.0.0"
 
 
 _MINUTES = itertools.count()
@@ -127,3 +131,19 @@ def test_its_lens_offers_the_versions_of_eligible_runs(recipe: Recipe) -> None:
     assert newest["v0.20.1"] == later
     assert newest["v0.19.0"] < later
     assert grid._version_pairs(Evidence.objects.filter(recipe_name="none"), "none") == []
+
+
+@pytest.mark.parametrize("supported", ["", RANGE], ids=["every-version", "a-range"])
+def test_its_qualifications_count_is_its_counted_records(recipe: Recipe, supported: str) -> None:
+    with override_settings(AICR_SUPPORTED_RANGE=supported):
+        counted = sum(1 for e in _newest_first(recipe) if is_counted(e))
+        listing = qualification_listing(params={}, page_number=1, recipe=recipe.name)
+
+        assert 0 < counted < len(_newest_first(recipe))
+        assert recipe_counted(recipe.name) == counted
+        assert listing.page.paginator.count == counted
+        # The same count on /qualifications/ when only the recipe is chosen, and what the
+        # rows themselves count to.
+        chosen = qualification_listing(params={"recipe": recipe.name}, page_number=1)
+        assert chosen.page.paginator.count == counted
+        assert chosen.page.paginator.object_list.count() == counted
