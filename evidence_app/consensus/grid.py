@@ -629,9 +629,9 @@ def _recent_and_withdrawn(recipe_name: str) -> tuple[list[Evidence], list[Eviden
     # The newest RECENT_EVIDENCE records are the first rows (every other row is older than
     # them), and every withdrawn row is one of the newest WITHDRAWN_SHOWN withdrawn ones (a
     # withdrawn row among the newest RECENT_EVIDENCE has fewer withdrawn rows before it).
-    recent = rows[:RECENT_EVIDENCE]
-    withdrawn = [e for e in rows if e.withdrawn_at is not None][:WITHDRAWN_SHOWN]
-    return recent, withdrawn, int(rows[0]._withdrawn_n) if rows else 0
+    recent: list[Evidence] = list(rows[:RECENT_EVIDENCE])
+    withdrawn: list[Evidence] = [e for e in rows if e.withdrawn_at is not None]
+    return recent, withdrawn[:WITHDRAWN_SHOWN], int(rows[0]._withdrawn_n) if rows else 0
 
 
 def _run_of(column: Column) -> Run:
