@@ -439,6 +439,26 @@ class Evidence(models.Model):
                 condition=Q(withdrawn_at__isnull=False),
                 name="evidence_withdrawn_idx",
             ),
+            # The recipe page (consensus.grid, issue 22): a recipe's newest records, and its
+            # newest withdrawn ones and their count, from one end of an index each instead of
+            # ranking every record of the recipe (289 ms at 1,000,000).
+            models.Index(
+                fields=["recipe_name", "-attested_at", "-id"],
+                name="evidence_recipe_newest_idx",
+            ),
+            models.Index(
+                fields=["recipe_name", "-attested_at", "-id"],
+                condition=Q(withdrawn_at__isnull=False),
+                name="evidence_recipe_withdrawn_idx",
+            ),
+            # The AICR versions of a recipe's eligible runs (``rules.eligible``: simulated
+            # ones too) and each one's newest run: a skip scan, one probe per version
+            # (consensus.grid._lens, PostgreSQL), instead of grouping the recipe's records.
+            models.Index(
+                fields=["recipe_name", "aicr_version", "attested_at"],
+                condition=Q(verdict="verified", withdrawn_at__isnull=True),
+                name="evidence_recipe_versions_idx",
+            ),
         ]
         constraints = [
             models.CheckConstraint(
