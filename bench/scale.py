@@ -377,6 +377,8 @@ def pages() -> dict[str, str]:
         "/": "home",
         "/recipes/": "recipe list",
         f"/recipes/{recipe}/": "a recipe page",
+        f"/recipes/{recipe}/?lens=v0.19.0": "a recipe page, one AICR version",
+        f"/api/v1/recipes/{recipe}/": "API recipe",
         "/evidence/": "evidence list",
         "/evidence/?page=5": "evidence list, page 5",
         f"/evidence/?recipe={recipe}&verdict=verified": "evidence list, recipe + verdict",
@@ -390,6 +392,7 @@ def pages() -> dict[str, str]:
         "/feeds/evidence.atom": "Atom feed",
         "/check/": "check a cluster",
         "/qualifications/": "qualifications",
+        f"/qualifications/?recipe={recipe}": "qualifications, one recipe",
         f"/badges/{recipe}.svg": "badge",
     }
 
