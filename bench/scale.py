@@ -397,6 +397,86 @@ def pages() -> dict[str, str]:
     }
 
 
+def bundles_for(instance: Any, recipe: Any, n: int, rng: random.Random) -> list[bytes]:
+    statements = bench_evidence._statements([recipe], n, offset=rng.randrange(10**6))
+    return [
+        instance.sign_dsse(
+            st,
+            identity=scale_identity(3 * (i + 100) + int(os.environ.get("BENCH_PROFILE_REPORTED", 0))),
+            issuer=bench_evidence.GITHUB_ISSUER,
+        ).bundle
+        for i, st in enumerate(statements)
+    ]
+
+
+def measure_uploads(n: int) -> None:
+    """``n`` counted and ``n`` reported keyless uploads of the grid's recipe through
+    ``evidence_ingest`` into the data set, interleaved with the bare ``verify_dsse`` of each
+    bundle: CPU of this thread per bundle (medians), and the consensus refresh's part of a
+    counted one. Each upload is its signer's newest run, so it replaces that signer's column."""
+    from sigstore.models import Bundle
+
+    from evidence_app.services import trust_roots
+    from evidence_app.verification import load_trust_root
+    from recipes_app.models import Recipe
+    from tests.sigstore_private import PrivateSigstore
+
+    instance = PrivateSigstore(name="bench-scale-uploads.test")
+    root_name = f"bench uploads {time.time_ns()}"
+    trust_roots.trust_root_add(name=root_name, trusted_root_json=instance.trusted_root_json())
+    private = load_trust_root(instance.trusted_root_json(), name=root_name)
+    recipe = Recipe.objects.current().get(name=bench_evidence.GRID_RECIPE)
+    warm = 5
+    rng = random.Random(time.time_ns())  # noqa: S311 - fresh statements each run, not a secret
+    offset = rng.randrange(10**6)
+    statements = bench_evidence._statements([recipe], 2 * (n + warm), offset=offset)
+    # Generated signers: every third one is allowlisted (counted), the others reported.
+    identities = [scale_identity(3 * (i + 1)) for i in range(n + warm)]
+    identities += [scale_identity(3 * (i + 1) + 1) for i in range(n + warm)]
+    bundles = [
+        instance.sign_dsse(st, identity=who, issuer=bench_evidence.GITHUB_ISSUER).bundle
+        for st, who in zip(statements, identities, strict=True)
+    ]
+    counted, reported = bundles[: n + warm], bundles[n + warm :]
+    for data in counted[:warm] + reported[:warm]:
+        bench_evidence._ingest(data)
+    if os.environ.get("BENCH_PROFILE"):
+        import cProfile
+        import pstats
+
+        from evidence_app.consensus import stored
+
+        profiler = cProfile.Profile(time.thread_time)
+        extra = bundles_for(instance, recipe, 20, rng)
+        profiler.enable()
+        for data in extra:
+            bench_evidence._ingest(data)
+        profiler.disable()
+        del stored
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats("evidence_app|recipes_app", 60)
+    rows = []
+    for label, batch in (("counted", counted[warm:]), ("reported", reported[warm:])):
+        timer = bench_evidence.Timer(["ingest", "bare"])
+        for data in batch:
+            parsed = Bundle.from_json(data)
+            pol = bench_evidence._keyless_policy(
+                bench_evidence._identity_of(parsed), bench_evidence.GITHUB_ISSUER
+            )
+            timer.run("ingest", lambda d=data: bench_evidence._ingest(d))
+            timer.run("bare", lambda b=parsed, p=pol: private.verifier.verify_dsse(b, p))
+        rows.append((label, timer))
+    print(f"\n  uploads of {recipe.name} ({n} each, CPU of this thread per bundle, medians):")
+    for label, t in rows:
+        ingest, bare = statistics.median(t.cpu["ingest"]), statistics.median(t.cpu["bare"])
+        refresh = statistics.median(t.refresh_cpu) if label == "counted" else 0.0
+        print(
+            f"    {label:<9} ingest {ingest * 1000:6.2f} ms  bare verify_dsse {bare * 1000:5.2f} ms"
+            f"  ingest/bare {ingest / bare:5.2f}x  refresh {refresh * 1000:5.2f} ms"
+            f"  wall p50 {statistics.median(t.times['ingest']) * 1000:6.1f} ms"
+            f"  SQL statements {min(t.queries)}-{max(t.queries)}"
+        )
+
+
 def measure(requests: int, only: set[str] | None) -> None:
     from django.db import connection
     from django.test import Client
@@ -458,6 +538,7 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="measure a kept database")
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--only", action="append", help="measure only these URLs")
+    parser.add_argument("--uploads", type=int, default=0, help="counted and reported uploads")
     args = parser.parse_args()
 
     import psycopg
@@ -487,7 +568,10 @@ def main() -> None:
             f"  {Evidence.objects.count():,} evidence records, {Signer.objects.count():,} signers, "
             f"database {size / 2**30:.2f} GiB; {load()}\n"
         )
-        measure(args.requests, set(args.only) if args.only else None)
+        if args.requests:
+            measure(args.requests, set(args.only) if args.only else None)
+        if args.uploads:
+            measure_uploads(args.uploads)
         if args.explain:
             explain()
         print(f"\n  {load()}")

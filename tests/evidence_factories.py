@@ -169,4 +169,7 @@ class EvidenceFactory(factory.django.DjangoModelFactory):
         """What ingest does right after storing a record: refresh its recipe's stored
         consensus badge."""
         if create:
+            # Ingest's signer is the row it just classified; a test's copy may predate a
+            # re-classification it made since.
+            self.signer.refresh_from_db(fields=["counted"])
             stored.evidence_stored(self)

@@ -56,12 +56,15 @@ from evidence_app.services.staleness import (
     newest_aicr_bars,
     stale_after_days,
     staleness_bulk,
+    staleness_context,
 )
 from evidence_app.services.versions import supported_range
 from recipes_app.models import Catalog
 
 # What a column is written from (the signer's counting and label for ``is_counted``).
 COLUMN_FIELDS = (*RUN_FIELDS, "signer__source_id", "signer__counted", "signer__label")
+# What a slot's new run replaces in its stored column.
+COLUMN_UPDATE_FIELDS = ["evidence", "attested_at", "counted", "demo", "statuses", "stale_codes"]
 # ``columns_rebuild`` reads this many names' newest runs at a time (memory: ~2,000 runs with
 # their check results per name at 1,000,000 records).
 REBUILD_NAMES_PER_READ = 4
@@ -121,12 +124,30 @@ def column_run(column: ConsensusColumn) -> Run:
     )
 
 
-def _columns_of(runs: list[Evidence]) -> list[ConsensusColumn]:
+def _columns_of(runs: list[Evidence]) -> tuple[list[ConsensusColumn], dict[str, str]]:
     """Columns for selected runs, the counted ones judged for staleness (a fixed number of
-    queries: uncounted runs feed no stale count, so they cost none)."""
+    queries: uncounted runs feed no stale count, so they cost none), and the newest AICR
+    release per name that judgment used (``newest_aicr_bars``; the names of counted runs)."""
     counted = [e for e in runs if is_counted(e)]
-    stale = staleness_bulk(counted) if counted else {}
-    return [_column(e, (r.code for r in stale.get(e.pk, []))) for e in runs]
+    if not counted:
+        return [_column(e, ()) for e in runs], {}
+    context = staleness_context(counted)
+    counted_ids = {e.pk for e in counted}
+    columns = [
+        _column(e, (r.code for r in context.reasons(e)) if e.pk in counted_ids else ())
+        for e in runs
+    ]
+    return columns, dict(context.newest_aicr)
+
+
+def _computed(
+    names: Collection[str], signer_ids: Collection[int] | None = None
+) -> tuple[list[ConsensusColumn], dict[str, str]]:
+    candidates = eligible(Evidence.objects.filter(recipe_name__in=sorted(names)))
+    if signer_ids is not None:
+        candidates = candidates.filter(signer_id__in=sorted(signer_ids))
+    runs = newest_per_column(candidates).select_related("signer").only(*COLUMN_FIELDS)
+    return _columns_of(list(runs))
 
 
 def columns_computed(
@@ -134,11 +155,7 @@ def columns_computed(
 ) -> list[ConsensusColumn]:
     """The columns of ``names`` (of ``signer_ids`` only, when given) as the evidence gives
     them now, unsaved: what the stored ones must equal."""
-    candidates = eligible(Evidence.objects.filter(recipe_name__in=sorted(names)))
-    if signer_ids is not None:
-        candidates = candidates.filter(signer_id__in=sorted(signer_ids))
-    runs = newest_per_column(candidates).select_related("signer").only(*COLUMN_FIELDS)
-    return _columns_of(list(runs))
+    return _computed(names, signer_ids)[0]
 
 
 def _same(old: ConsensusColumn, new: ConsensusColumn) -> bool:
@@ -176,9 +193,10 @@ def _apply_deltas(name: str, deltas: Mapping[RowKey, RowTally]) -> None:
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-    ConsensusRowTally.objects.filter(
-        recipe_name=name, counted_carriers=0, other_carriers=0
-    ).delete()
+    if any(t.counted_carriers < 0 or t.other_carriers < 0 for _, t in changed):
+        ConsensusRowTally.objects.filter(
+            recipe_name=name, counted_carriers=0, other_carriers=0
+        ).delete()
 
 
 def _write_tallies(name: str, columns: Iterable[ConsensusColumn]) -> None:
@@ -268,21 +286,49 @@ def columns_restale(names: Collection[str] | None) -> frozenset[str]:
     return frozenset(wanted)
 
 
-def columns_refresh(name: str, signer_ids: Collection[int]) -> bool:
+def _newer(column: ConsensusColumn, evidence: Evidence) -> bool:
+    """Whether a stored column's run is newer than ``evidence`` (``latest_per``'s order)."""
+    return (column.attested_at, column.evidence_id) > (evidence.attested_at, evidence.pk)
+
+
+def columns_refresh(
+    name: str,
+    signer_ids: Collection[int],
+    *,
+    added: Evidence | None = None,
+    counted_record: bool = True,
+) -> bool:
     """Bring the name's columns of ``signer_ids`` up to date with the evidence, adding to the
     row tallies what each change adds and removes. A name not built yet is built whole; one
-    whose newest counted AICR release moved is judged for staleness again. Returns whether a
-    counted column changed (only those can move a badge)."""
+    whose newest counted AICR release moved is judged for staleness again (checked when the
+    change is to a ``counted_record``: only counted rows set that release). ``added``: the
+    change is this new eligible record of the one signer, which either becomes its slot's
+    column or is older than the stored one (no read of the signer's other runs). Returns
+    whether a counted column changed (only those can move a badge)."""
     built = ConsensusName.objects.filter(recipe_name=name).values_list("newest_aicr").first()
     if built is None:
         columns_rebuild([name])
         return True
-    ids = sorted(set(signer_ids))
-    stored = {
-        (c.signer_id, c.slot): c
-        for c in ConsensusColumn.objects.filter(recipe_name=name, signer_id__in=ids)
-    }
-    wanted = {(c.signer_id, c.slot): c for c in columns_computed([name], ids)}
+    bars: dict[str, str] = {}
+    if added is not None:
+        key = (added.signer_id, slot_of(added))
+        old = ConsensusColumn.objects.filter(
+            recipe_name=name, signer_id=added.signer_id, slot=key[1]
+        ).first()
+        stored = {key: old} if old is not None else {}
+        if old is not None and _newer(old, added):
+            wanted = stored
+        else:
+            columns, bars = _columns_of([added])
+            wanted = {key: columns[0]}
+    else:
+        ids = sorted(set(signer_ids))
+        stored = {
+            (c.signer_id, c.slot): c
+            for c in ConsensusColumn.objects.filter(recipe_name=name, signer_id__in=ids)
+        }
+        columns, bars = _computed([name], ids)
+        wanted = {(c.signer_id, c.slot): c for c in columns}
     deltas: dict[RowKey, RowTally] = {}
     counted_moved = False
     gone: list[int] = []
@@ -294,19 +340,28 @@ def columns_refresh(name: str, signer_ids: Collection[int]) -> bool:
         counted_moved = counted_moved or any(c is not None and c.counted for c in (old, new))
         if old is not None:
             _add(deltas, old, -1)
-            gone.append(old.pk)
+            if new is None:
+                gone.append(old.pk)
         if new is not None:
             _add(deltas, new, 1)
             written.append(new)
     if gone:
         ConsensusColumn.objects.filter(pk__in=gone).delete()
-    if written:
-        ConsensusColumn.objects.bulk_create(written)
+    if written:  # a slot's new run replaces its old one in place (one statement)
+        ConsensusColumn.objects.bulk_create(
+            written,
+            update_conflicts=True,
+            unique_fields=["recipe_name", "signer", "slot"],
+            update_fields=COLUMN_UPDATE_FIELDS,
+        )
     _apply_deltas(name, deltas)
-    bar = newest_aicr_bars([name], Catalog.objects.current())[name]
-    if bar != built[0]:
-        columns_restale([name])
-        return True
+    if counted_record:
+        bar = bars.get(name)
+        if bar is None:
+            bar = newest_aicr_bars([name], Catalog.objects.current())[name]
+        if bar != built[0]:
+            columns_restale([name])
+            return True
     return counted_moved
 
 

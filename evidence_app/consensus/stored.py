@@ -41,6 +41,7 @@ from django.utils import timezone
 
 from evidence_app.consensus import columns as stored_columns
 from evidence_app.consensus.badges import recipe_badges_stored
+from evidence_app.consensus.rules import is_counted
 from evidence_app.exports.artefact import publication_changed
 from evidence_app.models import ConsensusName, Evidence, Verdict
 from evidence_app.services.staleness import stale_after_days
@@ -240,7 +241,10 @@ def evidence_stored(evidence: Evidence) -> None:
 
     with transaction.atomic(savepoint=False):
         _lock(frozenset([name]))
-        if stored_columns.columns_refresh(name, [signer]):
+        moved = stored_columns.columns_refresh(
+            name, [signer], added=evidence, counted_record=is_counted(evidence)
+        )
+        if moved:
             _store(frozenset([name]), timezone.now())
         if _moves_a_release(evidence):
             profiles_refresh(frozenset([name]))

@@ -20,6 +20,7 @@ other scalar keeps its literal text, like ``yaml.v3`` decoding into a ``string``
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -106,6 +107,12 @@ class Allowlist:
 
     def classify(self, issuer: str, identity: str) -> Classification:
         return classify_signer(self, issuer, identity)
+
+    @functools.cached_property
+    def issuers(self) -> tuple[str, ...]:
+        """Its entries' issuers, each once, in entry order: read at every upload (the
+        accepted issuers), so computed once per parsed allowlist (thousands of entries)."""
+        return tuple(dict.fromkeys(e.issuer for e in self.entries))
 
 
 # --- classification -----------------------------------------------------------------------

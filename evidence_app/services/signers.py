@@ -155,7 +155,7 @@ def issuers_from(allowlist: al.Allowlist | None, root_issuers: list[str]) -> lis
     """``accepted_issuers`` from an already read allowlist and enabled roots' issuers."""
     issuers: list[str] = list(getattr(settings, "EVIDENCE_ACCEPTED_ISSUERS", []))
     if allowlist is not None:
-        issuers.extend(e.issuer for e in allowlist.entries)
+        issuers.extend(allowlist.issuers)
     issuers.extend(root_issuers)
     return list(dict.fromkeys(i for i in issuers if i))
 
