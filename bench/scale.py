@@ -402,7 +402,9 @@ def bundles_for(instance: Any, recipe: Any, n: int, rng: random.Random) -> list[
     return [
         instance.sign_dsse(
             st,
-            identity=scale_identity(3 * (i + 100) + int(os.environ.get("BENCH_PROFILE_REPORTED", 0))),
+            identity=scale_identity(
+                3 * (i + 100) + int(os.environ.get("BENCH_PROFILE_REPORTED", 0))
+            ),
             issuer=bench_evidence.GITHUB_ISSUER,
         ).bundle
         for i, st in enumerate(statements)
@@ -427,7 +429,7 @@ def measure_uploads(n: int) -> None:
     private = load_trust_root(instance.trusted_root_json(), name=root_name)
     recipe = Recipe.objects.current().get(name=bench_evidence.GRID_RECIPE)
     warm = 5
-    rng = random.Random(time.time_ns())  # noqa: S311 - fresh statements each run, not a secret
+    rng = random.Random(time.time_ns())
     offset = rng.randrange(10**6)
     statements = bench_evidence._statements([recipe], 2 * (n + warm), offset=offset)
     # Generated signers: every third one is allowlisted (counted), the others reported.
