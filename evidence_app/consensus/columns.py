@@ -183,7 +183,7 @@ def _apply_deltas(name: str, deltas: Mapping[RowKey, RowTally]) -> None:
     columns = ", ".join(["recipe_name", "phase", "name", *fields])
     row = "(" + ", ".join(["%s"] * (3 + len(fields))) + ")"
     updates = ", ".join(f"{f} = {table}.{f} + excluded.{f}" for f in fields)
-    params: list[object] = []
+    params: list[str | int] = []
     for (phase, check), tally in changed:
         params += [name, phase, check, *tally.values()]
     # The table and column names are the model's own; the values are parameters.
