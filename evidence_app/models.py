@@ -616,16 +616,19 @@ class ColumnSlot(models.TextChoices):
 
 
 class ConsensusColumn(models.Model):
-    """One signer column of a recipe name's consensus grid in its default lens: the newest
-    eligible run (verified, not withdrawn) of that signer and slot, with what consensus reads
-    of it. Kept by ``consensus.columns`` in the services that change evidence, under the
-    consensus locks, with the row tallies it adds to (``ConsensusRowTally``); the recipe page
-    reads the shown columns and the tallies instead of every signer's newest run (issue 22)."""
+    """One signer column of a recipe name's consensus grid in a lens (the default one, or one
+    AICR version's): the newest eligible run (verified, not withdrawn; of that version) of
+    that signer and slot, with what consensus reads of it. Kept by ``consensus.columns`` in
+    the services that change evidence, under the consensus locks, with the row tallies it
+    adds to (``ConsensusRowTally``); the recipe page reads the shown columns and the tallies
+    instead of every signer's newest run (issue 22)."""
 
     recipe_name = models.CharField(max_length=200)
+    # "" the default lens (each column's newest run), else the AICR version of a version lens.
+    lens = models.CharField(max_length=200, blank=True)
     signer = models.ForeignKey(Signer, on_delete=models.CASCADE, related_name="+")
     slot = models.CharField(max_length=12, blank=True, choices=ColumnSlot.choices)
-    evidence = models.OneToOneField(Evidence, on_delete=models.CASCADE, related_name="+")
+    evidence = models.ForeignKey(Evidence, on_delete=models.CASCADE, related_name="+")
     attested_at = models.DateTimeField()
     counted = models.BooleanField(help_text="``is_counted`` of the run when written.")
     demo = models.BooleanField(default=False)
@@ -638,13 +641,14 @@ class ConsensusColumn(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["recipe_name", "signer", "slot"], name="consensus_column_one_per_slot"
+                fields=["recipe_name", "lens", "signer", "slot"],
+                name="consensus_column_one_per_slot",
             ),
         ]
         indexes = [
             # The newest columns of a group (counted first) and the counts per group.
             models.Index(
-                fields=["recipe_name", "counted", "slot", "-attested_at", "-evidence"],
+                fields=["recipe_name", "lens", "counted", "slot", "-attested_at", "-evidence"],
                 name="consensus_column_newest_idx",
             ),
         ]
@@ -654,11 +658,12 @@ class ConsensusColumn(models.Model):
 
 
 class ConsensusRowTally(models.Model):
-    """Per recipe name and grid row (phase, CTRF name): ``rules.RowTally`` over the name's
-    ``ConsensusColumn`` rows, the counts its state is computed from. A row no column carries
-    is deleted."""
+    """Per recipe name, lens and grid row (phase, CTRF name): ``rules.RowTally`` over the
+    name's ``ConsensusColumn`` rows in that lens, the counts its state is computed from. A row
+    no column carries is deleted."""
 
     recipe_name = models.CharField(max_length=200)
+    lens = models.CharField(max_length=200, blank=True)
     phase = models.CharField(max_length=20)
     name = models.CharField(max_length=300)
     pass_counted = models.IntegerField(default=0)
@@ -672,7 +677,8 @@ class ConsensusRowTally(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["recipe_name", "phase", "name"], name="consensus_row_tally_one_per_row"
+                fields=["recipe_name", "lens", "phase", "name"],
+                name="consensus_row_tally_one_per_row",
             ),
         ]
 

@@ -8,15 +8,18 @@ Pages, the API, the SVG badge and the exports read consensus through this packag
 - grid of a recipe: ``consensus_grid(recipe=…, lens=…, signers=…)`` → ``ConsensusGrid``;
 - what a recipe lacks for CONFIRMED: ``RecipeConsensus.lacks_for_confirmed`` (``rules``'
   ``confirmed_lacks`` over ``corroborate.confirmed_shortfall``, the CONFIRMED rule inverted);
-- states of many recipes: ``recipe_badges_computed(names=…)`` → ``ComputedBadges``, which
-  ``stored`` keeps in ``RecipeConsensusState`` rows, and ``package_consensus(records, …)``
-  for an audit package's own records;
+- states of many recipes: ``recipe_badges_computed(names=…)`` → ``ComputedBadges`` (from the
+  runs: the reference), ``recipe_badges_stored`` (the same, folded from the stored grid
+  columns' row tallies, ``columns``), which ``stored`` keeps in ``RecipeConsensusState``
+  rows, and ``package_consensus(records, …)`` for an audit package's own records;
 - which evidence counts: ``is_counted(evidence)`` (``EvidenceQuerySet.counted()``, i.e.
   ``models.counted_q``, for one row; both include ``AICR_SUPPORTED_RANGE``);
 - the state names, ``STATES`` (best first) and ``STATE_DESCRIPTIONS``.
 
 Modules: ``outcomes`` (a run's per-check results, read from its JSON), ``rules`` (which runs
-count, ``recipe_consensus``), ``grid`` (one recipe's grid), ``badges`` (many recipes' badges),
+count, ``recipe_consensus`` = ``fold_consensus`` of the runs' row tallies), ``columns`` (each
+recipe name's stored grid columns and row tallies), ``grid`` (one recipe's grid: the default
+view from the stored columns, a lens from the runs), ``badges`` (many recipes' badges),
 ``records`` (an audit package's consensus), ``stored`` (the stored badges and the hooks of
 the services that change what they rest on). ``stored`` writes, yet lives here rather than
 in ``services``: it writes nothing but its own cache of ``badges``, and a rule change and the

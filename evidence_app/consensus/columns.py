@@ -79,10 +79,20 @@ def slot_of(evidence: Evidence) -> str:
     return ColumnSlot.SUPPORTED
 
 
-def newest_per_column(candidates: QuerySet[Evidence]) -> QuerySet[Evidence]:
-    """The newest of ``candidates`` for each (recipe name, signer, slot): the grid's selected
-    runs (``grid._selected_runs``) and the stored columns' (one windowed query)."""
+DEFAULT_LENS = ""  # each column's newest run, whatever its AICR version
+
+
+def newest_per_column(
+    candidates: QuerySet[Evidence], *, by_version: bool = False
+) -> QuerySet[Evidence]:
+    """The newest of ``candidates`` for each (recipe name, signer, slot), and AICR version
+    when ``by_version`` (the version lenses' columns: a run without a version is in none):
+    the grid's selected runs (``grid._selected_runs``) and the stored columns' (one windowed
+    query)."""
     partition = ["recipe_name", "signer_id", "is_simulated"]
+    if by_version:
+        candidates = candidates.exclude(aicr_version="")
+        partition.append("aicr_version")
     if supported_range().enabled:
         # A signer's newest run in the supported range is its counted column; its newest run
         # outside it gets a column of its own.
@@ -97,10 +107,11 @@ def _stale_text(codes: Iterable[str]) -> str:
     return ",".join(dict.fromkeys(codes))
 
 
-def _column(evidence: Evidence, stale_codes: Iterable[str]) -> ConsensusColumn:
+def _column(evidence: Evidence, stale_codes: Iterable[str], lens: str) -> ConsensusColumn:
     counted = is_counted(evidence)
     return ConsensusColumn(
         recipe_name=evidence.recipe_name,
+        lens=lens,
         signer_id=evidence.signer_id,
         slot=slot_of(evidence),
         evidence_id=evidence.pk,
@@ -124,19 +135,18 @@ def column_run(column: ConsensusColumn) -> Run:
     )
 
 
-def _columns_of(runs: list[Evidence]) -> tuple[list[ConsensusColumn], dict[str, str]]:
-    """Columns for selected runs, the counted ones judged for staleness (a fixed number of
-    queries: uncounted runs feed no stale count, so they cost none), and the newest AICR
-    release per name that judgment used (``newest_aicr_bars``; the names of counted runs)."""
-    counted = [e for e in runs if is_counted(e)]
+def _columns_of(
+    runs: list[tuple[str, Evidence]],
+) -> tuple[list[ConsensusColumn], dict[str, str]]:
+    """Columns for selected (lens, run) pairs, the counted runs judged for staleness (a fixed
+    number of queries: uncounted runs feed no stale count, so they cost none), and the newest
+    AICR release per name that judgment used (``newest_aicr_bars``; counted runs' names)."""
+    counted = list({e.pk: e for _, e in runs if is_counted(e)}.values())
     if not counted:
-        return [_column(e, ()) for e in runs], {}
+        return [_column(e, (), lens) for lens, e in runs], {}
     context = staleness_context(counted)
-    counted_ids = {e.pk for e in counted}
-    columns = [
-        _column(e, (r.code for r in context.reasons(e)) if e.pk in counted_ids else ())
-        for e in runs
-    ]
+    codes = {e.pk: [r.code for r in context.reasons(e)] for e in counted}
+    columns = [_column(e, codes.get(e.pk, ()), lens) for lens, e in runs]
     return columns, dict(context.newest_aicr)
 
 
@@ -146,8 +156,12 @@ def _computed(
     candidates = eligible(Evidence.objects.filter(recipe_name__in=sorted(names)))
     if signer_ids is not None:
         candidates = candidates.filter(signer_id__in=sorted(signer_ids))
-    runs = newest_per_column(candidates).select_related("signer").only(*COLUMN_FIELDS)
-    return _columns_of(list(runs))
+    runs: list[tuple[str, Evidence]] = []
+    for by_version in (False, True):
+        selected = newest_per_column(candidates, by_version=by_version)
+        for e in selected.select_related("signer").only(*COLUMN_FIELDS):
+            runs.append((e.aicr_version if by_version else DEFAULT_LENS, e))
+    return _columns_of(runs)
 
 
 def columns_computed(
@@ -168,28 +182,32 @@ def _same(old: ConsensusColumn, new: ConsensusColumn) -> bool:
     )
 
 
-def _add(into: dict[RowKey, RowTally], column: ConsensusColumn, sign: int) -> None:
-    for key, tally in run_tallies(column_run(column)).items():
+LensRow = tuple[str, str, str]  # (lens, phase, CTRF name)
+
+
+def _add(into: dict[LensRow, RowTally], column: ConsensusColumn, sign: int) -> None:
+    for (phase, check), tally in run_tallies(column_run(column)).items():
+        key = (column.lens, phase, check)
         into[key] = into.get(key, RowTally()).plus(tally, sign)
 
 
-def _apply_deltas(name: str, deltas: Mapping[RowKey, RowTally]) -> None:
+def _apply_deltas(name: str, deltas: Mapping[LensRow, RowTally]) -> None:
     """Add ``deltas`` to the name's row tallies (one upsert), then drop rows nobody carries."""
     changed = [(key, t) for key, t in deltas.items() if any(t.values())]
     if not changed:
         return
     table = connection.ops.quote_name(ConsensusRowTally._meta.db_table)
     fields = RowTally.FIELDS
-    columns = ", ".join(["recipe_name", "phase", "name", *fields])
-    row = "(" + ", ".join(["%s"] * (3 + len(fields))) + ")"
+    columns = ", ".join(["recipe_name", "lens", "phase", "name", *fields])
+    row = "(" + ", ".join(["%s"] * (4 + len(fields))) + ")"
     updates = ", ".join(f"{f} = {table}.{f} + excluded.{f}" for f in fields)
     params: list[str | int] = []
-    for (phase, check), tally in changed:
-        params += [name, phase, check, *tally.values()]
+    for (lens, phase, check), tally in changed:
+        params += [name, lens, phase, check, *tally.values()]
     # The table and column names are the model's own; the values are parameters.
     sql = (
         f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(changed))} "  # noqa: S608
-        f"ON CONFLICT (recipe_name, phase, name) DO UPDATE SET {updates}"
+        f"ON CONFLICT (recipe_name, lens, phase, name) DO UPDATE SET {updates}"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -201,7 +219,7 @@ def _apply_deltas(name: str, deltas: Mapping[RowKey, RowTally]) -> None:
 
 def _write_tallies(name: str, columns: Iterable[ConsensusColumn]) -> None:
     """Replace the name's row tallies by the sum over ``columns``."""
-    totals: dict[RowKey, RowTally] = {}
+    totals: dict[LensRow, RowTally] = {}
     for column in columns:
         _add(totals, column, 1)
     ConsensusRowTally.objects.filter(recipe_name=name).delete()
@@ -209,11 +227,12 @@ def _write_tallies(name: str, columns: Iterable[ConsensusColumn]) -> None:
         [
             ConsensusRowTally(
                 recipe_name=name,
+                lens=lens,
                 phase=phase,
                 name=check,
                 **dict(zip(t.FIELDS, t.values(), strict=True)),
             )
-            for (phase, check), t in totals.items()
+            for (lens, phase, check), t in totals.items()
             if not t.empty
         ],
         batch_size=1000,
@@ -266,7 +285,10 @@ def columns_restale(names: Collection[str] | None) -> frozenset[str]:
     catalog = Catalog.objects.current()
     for name in wanted:
         columns = list(ConsensusColumn.objects.filter(recipe_name=name))
-        counted = {c.evidence_id: c for c in columns if c.counted}
+        counted: dict[int, list[ConsensusColumn]] = {}  # a run is in one column per lens
+        for column in columns:
+            if column.counted:
+                counted.setdefault(column.evidence_id, []).append(column)
         runs = list(
             Evidence.objects.filter(pk__in=sorted(counted))
             .select_related("signer")
@@ -276,14 +298,18 @@ def columns_restale(names: Collection[str] | None) -> frozenset[str]:
         moved = []
         for e in runs:
             text = _stale_text(r.code for r in stale.get(e.pk, []))
-            column = counted[e.pk]
-            if column.stale_codes != text:
-                column.stale_codes = text
-                moved.append(column)
+            for column in counted[e.pk]:
+                if column.stale_codes != text:
+                    column.stale_codes = text
+                    moved.append(column)
         ConsensusColumn.objects.bulk_update(moved, ["stale_codes"], batch_size=1000)
         _write_tallies(name, columns)
     _mark_built(newest_aicr_bars(wanted, catalog))
     return frozenset(wanted)
+
+
+def _key(column: ConsensusColumn) -> tuple[str, int, str]:
+    return (column.lens, column.signer_id, column.slot)
 
 
 def _newer(column: ConsensusColumn, evidence: Evidence) -> bool:
@@ -310,26 +336,34 @@ def columns_refresh(
         columns_rebuild([name])
         return True
     bars: dict[str, str] = {}
+    stored: dict[tuple[str, int, str], ConsensusColumn]
+    wanted: dict[tuple[str, int, str], ConsensusColumn]
     if added is not None:
-        key = (added.signer_id, slot_of(added))
-        old = ConsensusColumn.objects.filter(
-            recipe_name=name, signer_id=added.signer_id, slot=key[1]
-        ).first()
-        stored = {key: old} if old is not None else {}
-        if old is not None and _newer(old, added):
-            wanted = stored
-        else:
-            columns, bars = _columns_of([added])
-            wanted = {key: columns[0]}
+        # Its slot's column in the default lens and in its version's lens.
+        slot = slot_of(added)
+        lenses = [DEFAULT_LENS] + ([added.aicr_version] if added.aicr_version else [])
+        stored = {
+            _key(c): c
+            for c in ConsensusColumn.objects.filter(
+                recipe_name=name, signer_id=added.signer_id, slot=slot, lens__in=lenses
+            )
+        }
+        replaced = [
+            lens
+            for lens in lenses
+            if (lens, added.signer_id, slot) not in stored
+            or not _newer(stored[(lens, added.signer_id, slot)], added)
+        ]
+        columns, bars = _columns_of([(lens, added) for lens in replaced]) if replaced else ([], {})
+        wanted = {**stored, **{_key(c): c for c in columns}}
     else:
         ids = sorted(set(signer_ids))
         stored = {
-            (c.signer_id, c.slot): c
-            for c in ConsensusColumn.objects.filter(recipe_name=name, signer_id__in=ids)
+            _key(c): c for c in ConsensusColumn.objects.filter(recipe_name=name, signer_id__in=ids)
         }
         columns, bars = _computed([name], ids)
-        wanted = {(c.signer_id, c.slot): c for c in columns}
-    deltas: dict[RowKey, RowTally] = {}
+        wanted = {_key(c): c for c in columns}
+    deltas: dict[LensRow, RowTally] = {}
     counted_moved = False
     gone: list[int] = []
     written: list[ConsensusColumn] = []
@@ -337,7 +371,9 @@ def columns_refresh(
         old, new = stored.get(key), wanted.get(key)
         if old is not None and new is not None and _same(old, new):
             continue
-        counted_moved = counted_moved or any(c is not None and c.counted for c in (old, new))
+        counted_moved = counted_moved or any(
+            c is not None and c.counted and c.lens == DEFAULT_LENS for c in (old, new)
+        )
         if old is not None:
             _add(deltas, old, -1)
             if new is None:
@@ -351,7 +387,7 @@ def columns_refresh(
         ConsensusColumn.objects.bulk_create(
             written,
             update_conflicts=True,
-            unique_fields=["recipe_name", "signer", "slot"],
+            unique_fields=["recipe_name", "lens", "signer", "slot"],
             update_fields=COLUMN_UPDATE_FIELDS,
         )
     _apply_deltas(name, deltas)
@@ -382,11 +418,11 @@ class ColumnCounts:
         return self.counted + self.reported + self.unsupported + self.simulated
 
 
-def column_counts(name: str) -> ColumnCounts:
-    """The name's columns per group (one index-only aggregate)."""
+def column_counts(name: str, lens: str = DEFAULT_LENS) -> ColumnCounts:
+    """The name's columns per group in ``lens`` (one index-only aggregate)."""
     counts = {"counted": 0, "reported": 0, "unsupported": 0, "simulated": 0}
     rows = (
-        ConsensusColumn.objects.filter(recipe_name=name)
+        ConsensusColumn.objects.filter(recipe_name=name, lens=lens)
         .order_by()
         .values_list("counted", "slot")
         .annotate(n=Count("pk"))
@@ -401,9 +437,11 @@ def column_counts(name: str) -> ColumnCounts:
     return ColumnCounts(**counts)
 
 
-def newest_columns(name: str, caps: Mapping[str, int]) -> list[ConsensusColumn]:
-    """The name's newest columns of each group, at most ``caps[group]`` each (one short
-    index scan per group)."""
+def newest_columns(
+    name: str, caps: Mapping[str, int], lens: str = DEFAULT_LENS
+) -> list[ConsensusColumn]:
+    """The name's newest columns of each group in ``lens``, at most ``caps[group]`` each (one
+    short index scan per group)."""
     groups = {
         "counted": Q(counted=True),
         "reported": Q(counted=False, slot=ColumnSlot.SUPPORTED),
@@ -412,7 +450,7 @@ def newest_columns(name: str, caps: Mapping[str, int]) -> list[ConsensusColumn]:
     }
     newest: list[ConsensusColumn] = []
     for group, condition in groups.items():
-        rows = ConsensusColumn.objects.filter(condition, recipe_name=name)
+        rows = ConsensusColumn.objects.filter(condition, recipe_name=name, lens=lens)
         newest += rows.order_by("-attested_at", "-evidence_id")[: caps.get(group, 0)]
     return newest
 
@@ -421,9 +459,11 @@ def is_built(name: str) -> bool:
     return ConsensusName.objects.filter(recipe_name=name).exists()
 
 
-def stored_tallies(names: Collection[str]) -> dict[str, dict[RowKey, RowTally]]:
-    """Per name, its stored row tallies (one query)."""
-    rows = ConsensusRowTally.objects.filter(recipe_name__in=sorted(names)).values_list(
+def stored_tallies(
+    names: Collection[str], lens: str = DEFAULT_LENS
+) -> dict[str, dict[RowKey, RowTally]]:
+    """Per name, its stored row tallies in ``lens`` (one query)."""
+    rows = ConsensusRowTally.objects.filter(recipe_name__in=sorted(names), lens=lens).values_list(
         "recipe_name", "phase", "name", *RowTally.FIELDS
     )
     tallies: dict[str, dict[RowKey, RowTally]] = {}
@@ -432,11 +472,13 @@ def stored_tallies(names: Collection[str]) -> dict[str, dict[RowKey, RowTally]]:
     return tallies
 
 
-def stored_stale_summaries(names: Collection[str]) -> dict[str, StaleSummary]:
-    """Per name, ``StaleSummary`` of its counted columns (one aggregate)."""
+def stored_stale_summaries(
+    names: Collection[str], lens: str = DEFAULT_LENS
+) -> dict[str, StaleSummary]:
+    """Per name, ``StaleSummary`` of its counted columns in ``lens`` (one aggregate)."""
     groups: dict[str, list[tuple[tuple[str, ...], int]]] = {}
     rows = (
-        ConsensusColumn.objects.filter(recipe_name__in=sorted(names), counted=True)
+        ConsensusColumn.objects.filter(recipe_name__in=sorted(names), counted=True, lens=lens)
         .order_by()
         .values_list("recipe_name", "stale_codes")
         .annotate(n=Count("pk"))
@@ -447,7 +489,8 @@ def stored_stale_summaries(names: Collection[str]) -> dict[str, StaleSummary]:
 
 
 def stored_expiry(names: Collection[str], now: datetime) -> dict[str, datetime | None]:
-    """Per name, when its first fresh counted column ages into "older than N days"."""
+    """Per name, when its first fresh counted column (in any lens: every lens's stale codes
+    are judged again then) ages into "older than N days"."""
     stale_after = timedelta(days=stale_after_days())
     rows = (
         ConsensusColumn.objects.filter(
@@ -465,7 +508,7 @@ def stored_expiry(names: Collection[str], now: datetime) -> dict[str, datetime |
 
 def counted_names(names: Collection[str] | None) -> frozenset[str]:
     """The names (of ``names``, or all) with a counted column."""
-    rows = ConsensusColumn.objects.filter(counted=True)
+    rows = ConsensusColumn.objects.filter(counted=True, lens=DEFAULT_LENS)
     if names is not None:
         rows = rows.filter(recipe_name__in=sorted(names))
     return frozenset(rows.order_by().values_list("recipe_name", flat=True).distinct())

@@ -543,9 +543,12 @@ def consensus_grid(
     """The consensus grid of ``recipe`` (evidence matched by recipe name, any catalog version:
     evidence of another digest shows as stale, recipe changed, and still counts, as in AICR).
 
-    Only what is shown is read: the counts, the AICR versions (aggregated), each column's
-    newest run for the lens, the newest RECENT_EVIDENCE rows, the newest WITHDRAWN_SHOWN
-    withdrawn rows, and the staleness reads: constant, whatever the number of evidence rows.
+    Only what is shown is read: the counts, the AICR versions (a skip scan), the newest
+    RECENT_EVIDENCE rows, the newest WITHDRAWN_SHOWN withdrawn rows, the staleness reads, and
+    the columns: in the default view the stored ones (``consensus.columns``: the shown
+    columns' runs, the counts per group and the row tallies every state is folded from, so
+    neither the rows nor the work grow with the signers); in a lens, or with every column
+    asked for, each column's newest run for the lens. A constant number of queries.
 
     The states are computed over every column; only ``shown_columns`` (all of them with
     ``signers="all"``, else a capped number per group, newest runs first) get cells.
@@ -562,13 +565,15 @@ def consensus_grid(
     recent: list[Evidence] = []
     withdrawn: list[Evidence] = []
     withdrawn_count = 0
-    # The default view reads the stored columns: the shown ones, and the row tallies every
-    # state is folded from (``consensus.columns``); a lens or every column reads the runs.
-    from_store = bool(evidence_count) and not chosen.version and not show_all
+    # The default and version lenses read the stored columns: the shown ones, and the row
+    # tallies every state is folded from (``consensus.columns``); a release's lens or every
+    # column reads the runs.
+    version_lens = not chosen.version.startswith(LENS_PREFIX)  # "" or an AICR version
+    from_store = bool(evidence_count) and version_lens and not show_all
     from_store = from_store and _stored_current(recipe.name)
     if evidence_count:
         if from_store:
-            selected = _stored_shown_runs(recipe.name)
+            selected = _stored_shown_runs(recipe.name, chosen.version)
         else:
             selected = _selected_runs(mine, chosen.version, recipe)
         recent, withdrawn, withdrawn_count = _recent_and_withdrawn(recipe.name)
@@ -580,11 +585,14 @@ def consensus_grid(
     _read_cell_details(shown_columns)
     declared = declared_checks(recipe.checks)
     if from_store:
-        counts = stored_columns.column_counts(recipe.name)
+        lens = chosen.version
+        counts = stored_columns.column_counts(recipe.name, lens)
         consensus = fold_consensus(
             declared,
-            stored_columns.stored_tallies([recipe.name]).get(recipe.name, {}),
-            stored_columns.stored_stale_summaries([recipe.name]).get(recipe.name, StaleSummary()),
+            stored_columns.stored_tallies([recipe.name], lens).get(recipe.name, {}),
+            stored_columns.stored_stale_summaries([recipe.name], lens).get(
+                recipe.name, StaleSummary()
+            ),
         )
     else:
         counts = _counts(columns)
@@ -627,9 +635,10 @@ def _stored_current(name: str) -> bool:
     return stored_columns.is_built(name)
 
 
-def _stored_shown_runs(name: str) -> list[Evidence]:
-    """The runs of the name's shown columns (the newest of each group, up to its cap)."""
-    ids = [c.evidence_id for c in stored_columns.newest_columns(name, COLUMN_CAPS)]
+def _stored_shown_runs(name: str, lens: str) -> list[Evidence]:
+    """The runs of the name's shown columns in ``lens`` (the newest of each group, up to its
+    cap)."""
+    ids = [c.evidence_id for c in stored_columns.newest_columns(name, COLUMN_CAPS, lens)]
     return list(
         Evidence.objects.filter(pk__in=ids)
         .select_related("signer")

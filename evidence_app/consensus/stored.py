@@ -2,9 +2,11 @@
 
 The list page's badges and ``?consensus=`` filter read ``RecipeConsensusState`` rows (one per
 recipe row with counted evidence, in every catalog version) instead of recomputing the whole
-catalog on the first read after a change. A row holds ``badges.recipe_badges_computed``:
-the grid's own ``recipe_consensus`` over the newest counted run of each signer, with its demo
-and staleness notes. What it rests on, and who refreshes it:
+catalog on the first read after a change. A row holds ``badges.recipe_badges_stored``: the
+grid's own ``fold_consensus`` of the recipe name's stored row tallies (``consensus.columns``:
+the newest eligible run of each signer column, kept with the badge), with its demo and
+staleness notes; it equals ``badges.recipe_badges_computed`` from the runs (the tests compare
+them after every change). What it rests on, and who refreshes it:
 
 - the recipe's counted runs: a new counted record (``evidence_stored``, from ingest), a
   withdrawal (``evidence_withdrawn``), a signer starting or stopping to count

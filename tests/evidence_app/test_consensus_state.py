@@ -74,21 +74,24 @@ def assert_columns_current(steps: list[str] | None = None) -> None:
     fresh = columns.columns_computed(names)
 
     def facts(c: ConsensusColumn) -> tuple[object, ...]:
-        return (c.recipe_name, c.signer_id, c.slot, c.evidence_id, c.counted, c.demo)
+        return (c.recipe_name, c.lens, c.signer_id, c.slot, c.evidence_id, c.counted, c.demo)
 
     assert sorted(map(facts, ConsensusColumn.objects.all())) == sorted(map(facts, fresh)), steps
-    kept = {(c.recipe_name, c.signer_id, c.slot): c for c in ConsensusColumn.objects.all()}
+    kept = {(c.recipe_name, c.lens, c.signer_id, c.slot): c for c in ConsensusColumn.objects.all()}
     for c in fresh:
-        stored_column = kept[(c.recipe_name, c.signer_id, c.slot)]
+        stored_column = kept[(c.recipe_name, c.lens, c.signer_id, c.slot)]
         assert (stored_column.statuses, stored_column.stale_codes) == (c.statuses, c.stale_codes)
-    by_name: dict[str, list[ConsensusColumn]] = {}
-    for c in fresh:
-        by_name.setdefault(c.recipe_name, []).append(c)
-    expected = {
-        name: {k: t for k, t in tally_runs(map(columns.column_run, cs)).items() if not t.empty}
-        for name, cs in by_name.items()
-    }
-    assert columns.stored_tallies(names) == {n: t for n, t in expected.items() if t}, steps
+    for lens in {c.lens for c in fresh} | {""}:
+        by_name: dict[str, list[ConsensusColumn]] = {}
+        for c in fresh:
+            if c.lens == lens:
+                by_name.setdefault(c.recipe_name, []).append(c)
+        expected = {
+            name: {k: t for k, t in tally_runs(map(columns.column_run, cs)).items() if not t.empty}
+            for name, cs in by_name.items()
+        }
+        kept_tallies = columns.stored_tallies(names, lens)
+        assert kept_tallies == {n: t for n, t in expected.items() if t}, (lens, steps)
 
 
 def assert_current(recipes: list[Recipe], steps: list[str] | None = None) -> None:
@@ -106,6 +109,15 @@ def assert_current(recipes: list[Recipe], steps: list[str] | None = None) -> Non
         assert grid.counts == every_run.counts, (recipe.name, steps)
         assert grid.phase_rollup == every_run.phase_rollup, (recipe.name, steps)
         assert grid.consensus.badge == every_run.consensus.badge, (recipe.name, steps)
+        for option in grid.lens_options:  # each AICR version's lens, stored and from the runs
+            if not option.value or option.value.startswith("release:"):
+                continue
+            lens = consensus.consensus_grid(recipe=recipe, lens=option.value)
+            runs = consensus.consensus_grid(recipe=recipe, lens=option.value, signers="all")
+            assert lens.lens == option.value
+            assert _grid_rows(lens) == _grid_rows(runs), (recipe.name, option.value, steps)
+            assert lens.counts == runs.counts, (recipe.name, option.value, steps)
+            assert lens.consensus.badge == runs.consensus.badge, (recipe.name, option.value)
 
 
 def _allowlist(slugs: list[str]) -> str:
