@@ -52,7 +52,9 @@ from evidence_app.models import (
     Evidence,
     supported_range_q,
 )
+from evidence_app.services.staleness import CODES as STALE_CODES
 from evidence_app.services.staleness import (
+    OLDER_THAN_30_DAYS,
     newest_aicr_bars,
     stale_after_days,
     staleness_bulk,
@@ -103,8 +105,14 @@ def newest_per_column(
     return latest_per(candidates, *partition)
 
 
+_CODE_ORDER = {code: i for i, code in enumerate(STALE_CODES)}
+
+
 def _stale_text(codes: Iterable[str]) -> str:
-    return ",".join(dict.fromkeys(codes))
+    """Stale codes as stored: each once, in ``CODES`` order (so a code added later, by
+    ``columns_age``, gives the text a fresh judgment gives)."""
+    unique = dict.fromkeys(codes)
+    return ",".join(sorted(unique, key=lambda code: (_CODE_ORDER.get(code, 99), code)))
 
 
 def _column(evidence: Evidence, stale_codes: Iterable[str], lens: str) -> ConsensusColumn:
@@ -306,6 +314,33 @@ def columns_restale(names: Collection[str] | None) -> frozenset[str]:
         _write_tallies(name, columns)
     _mark_built(newest_aicr_bars(wanted, catalog))
     return frozenset(wanted)
+
+
+def columns_age(names: Collection[str], now: datetime) -> None:
+    """Time alone moved: the counted columns (of ``names``, any lens) whose runs have turned
+    older than ``EVIDENCE_STALE_AFTER_DAYS`` since they were judged gain that code, and the
+    rows they carry move by the difference (no other stale reason depends on time, so only
+    those columns change: usually one or two, where judging every column again read
+    thousands, 1.5 s per name at 1,000,000 records)."""
+    bar = now - timedelta(days=stale_after_days())
+    aged = (
+        ConsensusColumn.objects.filter(
+            recipe_name__in=sorted(names), counted=True, attested_at__lt=bar
+        )
+        .exclude(stale_codes__contains=OLDER_THAN_30_DAYS)
+        .order_by("pk")
+    )
+    deltas: dict[str, dict[LensRow, RowTally]] = {}
+    moved = []
+    for column in aged:
+        into = deltas.setdefault(column.recipe_name, {})
+        _add(into, column, -1)
+        column.stale_codes = _stale_text([*column_run(column).stale, OLDER_THAN_30_DAYS])
+        _add(into, column, 1)
+        moved.append(column)
+    ConsensusColumn.objects.bulk_update(moved, ["stale_codes"], batch_size=1000)
+    for name, name_deltas in deltas.items():
+        _apply_deltas(name, name_deltas)
 
 
 def _key(column: ConsensusColumn) -> tuple[str, int, str]:

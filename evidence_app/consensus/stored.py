@@ -191,7 +191,7 @@ def consensus_refresh_expired(
         )
         if not still:
             return 0
-        stored_columns.columns_restale(still)  # only time moved: the same runs, older
+        stored_columns.columns_age(still, now)  # only time moved: the same runs, older
         return _store(still, now)
 
 

@@ -286,6 +286,37 @@ def test_a_badge_is_refreshed_once_a_run_ages_into_staleness(evidence_db: None) 
     assert 'data-consensus-stale="1/1"' in page.content.decode()
 
 
+def test_runs_ageing_one_by_one_leave_what_a_full_recomputation_gives(
+    evidence_db: None,
+) -> None:
+    """Time alone, step by step: each expiry ages only the columns that crossed the line
+    (``columns.columns_age``), in every lens, and leaves the stored columns, tallies and
+    badges equal to judging everything again."""
+    rng = random.Random(7)  # noqa: S311 - a reproducible sequence, not a secret
+    recipes = [RecipeFactory(checks=CHECKS) for _ in range(2)]
+    start = timezone.now()
+    for _ in range(12):
+        EvidenceFactory(
+            recipe=rng.choice(recipes),
+            signer=SignerFactory(),
+            attested_at=start - timedelta(days=20 + rng.random() * 15),
+            aicr_version=rng.choice(("v0.18.2", "v0.19.0")),
+            check_results={
+                "deployment": [
+                    {"name": "operator-health", "status": rng.choice(("passed", "failed"))}
+                ]
+            },
+        )
+    aged_steps = 0
+    for day in range(1, 13):
+        with time_machine.travel(start + timedelta(days=day), tick=False):
+            aged_steps += stored_consensus.consensus_refresh_expired() > 0
+            assert stored() == recomputed(), day
+            assert_current(recipes, [f"day {day}"])
+    assert aged_steps >= 3  # runs did age on several of those days
+    assert ConsensusColumn.objects.filter(stale_codes__contains="older-than-30-days").exists()
+
+
 def test_the_periodic_task_refreshes_expired_rows_only(evidence_db: None) -> None:
     from evidence_app.tasks import consensus_refresh_expired
 
