@@ -665,7 +665,10 @@ class ConsensusRowTally(models.Model):
     recipe_name = models.CharField(max_length=200)
     lens = models.CharField(max_length=200, blank=True)
     phase = models.CharField(max_length=20)
-    name = models.CharField(max_length=300)
+    # A CTRF name is whatever a signer sent (any length the bounded parser lets through), so
+    # the row is keyed by its digest (``columns.name_key``): an index entry has a size limit.
+    name = models.TextField()
+    name_key = models.CharField(max_length=64)
     pass_counted = models.IntegerField(default=0)
     fail_counted = models.IntegerField(default=0)
     reported = models.IntegerField(default=0)
@@ -677,7 +680,7 @@ class ConsensusRowTally(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["recipe_name", "lens", "phase", "name"],
+                fields=["recipe_name", "lens", "phase", "name_key"],
                 name="consensus_row_tally_one_per_row",
             ),
         ]

@@ -24,12 +24,15 @@ them from the evidence again. The caller holds the consensus locks (``stored``).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, Count, ExpressionWrapper, Min, Q, QuerySet
+from django.db.models import BooleanField, Count, ExpressionWrapper, F, Min, Q, QuerySet, Window
+from django.db.models.functions import RowNumber
 
 from evidence_app.consensus.rules import (
     RUN_FIELDS,
@@ -193,6 +196,11 @@ def _same(old: ConsensusColumn, new: ConsensusColumn) -> bool:
 LensRow = tuple[str, str, str]  # (lens, phase, CTRF name)
 
 
+def name_key(name: str) -> str:
+    """A row tally's key for a CTRF name of any length."""
+    return hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def _add(into: dict[LensRow, RowTally], column: ConsensusColumn, sign: int) -> None:
     for (phase, check), tally in run_tallies(column_run(column)).items():
         key = (column.lens, phase, check)
@@ -206,16 +214,16 @@ def _apply_deltas(name: str, deltas: Mapping[LensRow, RowTally]) -> None:
         return
     table = connection.ops.quote_name(ConsensusRowTally._meta.db_table)
     fields = RowTally.FIELDS
-    columns = ", ".join(["recipe_name", "lens", "phase", "name", *fields])
-    row = "(" + ", ".join(["%s"] * (4 + len(fields))) + ")"
+    columns = ", ".join(["recipe_name", "lens", "phase", "name", "name_key", *fields])
+    row = "(" + ", ".join(["%s"] * (5 + len(fields))) + ")"
     updates = ", ".join(f"{f} = {table}.{f} + excluded.{f}" for f in fields)
     params: list[str | int] = []
     for (lens, phase, check), tally in changed:
-        params += [name, lens, phase, check, *tally.values()]
+        params += [name, lens, phase, check, name_key(check), *tally.values()]
     # The table and column names are the model's own; the values are parameters.
     sql = (
         f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(changed))} "  # noqa: S608
-        f"ON CONFLICT (recipe_name, lens, phase, name) DO UPDATE SET {updates}"
+        f"ON CONFLICT (recipe_name, lens, phase, name_key) DO UPDATE SET {updates}"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -238,6 +246,7 @@ def _write_tallies(name: str, columns: Iterable[ConsensusColumn]) -> None:
                 lens=lens,
                 phase=phase,
                 name=check,
+                name_key=name_key(check),
                 **dict(zip(t.FIELDS, t.values(), strict=True)),
             )
             for (lens, phase, check), t in totals.items()
@@ -453,41 +462,48 @@ class ColumnCounts:
         return self.counted + self.reported + self.unsupported + self.simulated
 
 
-def column_counts(name: str, lens: str = DEFAULT_LENS) -> ColumnCounts:
-    """The name's columns per group in ``lens`` (one index-only aggregate)."""
+def column_summary(name: str, lens: str = DEFAULT_LENS) -> tuple[ColumnCounts, StaleSummary]:
+    """The name's columns per group in ``lens``, and the ``StaleSummary`` of its counted ones
+    (one aggregate over the name's columns)."""
     counts = {"counted": 0, "reported": 0, "unsupported": 0, "simulated": 0}
+    stale: list[tuple[tuple[str, ...], int]] = []
     rows = (
         ConsensusColumn.objects.filter(recipe_name=name, lens=lens)
         .order_by()
-        .values_list("counted", "slot")
+        .values_list("counted", "slot", "stale_codes")
         .annotate(n=Count("pk"))
     )
-    for counted, slot, n in rows:
+    for counted, slot, codes, n in rows:
         if slot == ColumnSlot.SIMULATED:
             counts["simulated"] += n
         elif slot == ColumnSlot.UNSUPPORTED:
             counts["unsupported"] += n
         else:
             counts["counted" if counted else "reported"] += n
-    return ColumnCounts(**counts)
+        if counted:
+            stale.append((tuple(c for c in codes.split(",") if c), n))
+    return ColumnCounts(**counts), StaleSummary.of_groups(stale)
 
 
-def newest_columns(
+def newest_column_runs(
     name: str, caps: Mapping[str, int], lens: str = DEFAULT_LENS
-) -> list[ConsensusColumn]:
-    """The name's newest columns of each group in ``lens``, at most ``caps[group]`` each (one
-    short index scan per group)."""
-    groups = {
-        "counted": Q(counted=True),
-        "reported": Q(counted=False, slot=ColumnSlot.SUPPORTED),
-        "unsupported": Q(counted=False, slot=ColumnSlot.UNSUPPORTED),
-        "simulated": Q(counted=False, slot=ColumnSlot.SIMULATED),
-    }
-    newest: list[ConsensusColumn] = []
-    for group, condition in groups.items():
-        rows = ConsensusColumn.objects.filter(condition, recipe_name=name, lens=lens)
-        newest += rows.order_by("-attested_at", "-evidence_id")[: caps.get(group, 0)]
-    return newest
+) -> QuerySet[Any, Any]:
+    """The runs (``evidence_id``) of the name's newest columns of each group in ``lens``, at
+    most ``caps[group]`` each: a subquery ranking the name's columns within each group."""
+    ranked = ConsensusColumn.objects.filter(recipe_name=name, lens=lens).annotate(
+        _rank=Window(
+            RowNumber(),
+            partition_by=[F("counted"), F("slot")],
+            order_by=[F("attested_at").desc(), F("evidence_id").desc()],
+        )
+    )
+    groups = (
+        Q(counted=True, _rank__lte=caps.get("counted", 0))
+        | Q(counted=False, slot=ColumnSlot.SUPPORTED, _rank__lte=caps.get("reported", 0))
+        | Q(counted=False, slot=ColumnSlot.UNSUPPORTED, _rank__lte=caps.get("unsupported", 0))
+        | Q(counted=False, slot=ColumnSlot.SIMULATED, _rank__lte=caps.get("simulated", 0))
+    )
+    return ranked.filter(groups).values("evidence_id")
 
 
 def is_built(name: str) -> bool:

@@ -586,14 +586,9 @@ def consensus_grid(
     declared = declared_checks(recipe.checks)
     if from_store:
         lens = chosen.version
-        counts = stored_columns.column_counts(recipe.name, lens)
-        consensus = fold_consensus(
-            declared,
-            stored_columns.stored_tallies([recipe.name], lens).get(recipe.name, {}),
-            stored_columns.stored_stale_summaries([recipe.name], lens).get(
-                recipe.name, StaleSummary()
-            ),
-        )
+        counts, stale_summary = stored_columns.column_summary(recipe.name, lens)
+        tallies = stored_columns.stored_tallies([recipe.name], lens).get(recipe.name, {})
+        consensus = fold_consensus(declared, tallies, stale_summary)
     else:
         counts = _counts(columns)
         consensus = recipe_consensus(declared, [_run_of(c) for c in columns])
@@ -638,9 +633,8 @@ def _stored_current(name: str) -> bool:
 def _stored_shown_runs(name: str, lens: str) -> list[Evidence]:
     """The runs of the name's shown columns in ``lens`` (the newest of each group, up to its
     cap)."""
-    ids = [c.evidence_id for c in stored_columns.newest_columns(name, COLUMN_CAPS, lens)]
     return list(
-        Evidence.objects.filter(pk__in=ids)
+        Evidence.objects.filter(pk__in=stored_columns.newest_column_runs(name, COLUMN_CAPS, lens))
         .select_related("signer")
         .only(*GRID_FIELDS)
         .annotate(_phases=F("predicate__phases"))
