@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.utils import timezone
 
@@ -58,6 +59,14 @@ class ComputedBadges:
 BADGE_FIELDS = (*RUN_FIELDS, "signer__source_id", "signer__counted", "signer__label")
 
 
+def _recipe_rows(names: Iterable[str] | None) -> list[tuple[int, str, Any]]:
+    """(pk, name, declared checks) of every recipe row called one of ``names`` (None: all)."""
+    recipes = Recipe.objects.all()
+    if names is not None:
+        recipes = recipes.filter(name__in=sorted(set(names)))
+    return list(recipes.order_by().values_list("pk", "name", "checks"))
+
+
 def recipe_badges_computed(
     *, names: Iterable[str] | None = None, now: datetime | None = None
 ) -> ComputedBadges:
@@ -70,10 +79,7 @@ def recipe_badges_computed(
     whatever the number of names or evidence rows.
     """
     now = now or timezone.now()
-    recipes = Recipe.objects.all()
-    if names is not None:
-        recipes = recipes.filter(name__in=sorted(set(names)))
-    rows = list(recipes.order_by().values_list("pk", "name", "checks"))
+    rows = _recipe_rows(names)
     covered = frozenset(name for _, name, _ in rows)
     if not covered:
         return ComputedBadges(badges={}, names=covered, expires={})
@@ -128,10 +134,7 @@ def recipe_badges_stored(
     each name's tallies with each recipe row's declared checks. A fixed number of queries,
     none over the evidence."""
     now = now or timezone.now()
-    recipes = Recipe.objects.all()
-    if names is not None:
-        recipes = recipes.filter(name__in=sorted(set(names)))
-    rows = list(recipes.order_by().values_list("pk", "name", "checks"))
+    rows = _recipe_rows(names)
     covered = frozenset(name for _, name, _ in rows)
     if not covered:
         return ComputedBadges(badges={}, names=covered, expires={})
