@@ -16,14 +16,17 @@ from typing import Any
 from evidence_app.consensus.rules import GRID_PHASES, Run, declared_checks, recipe_consensus
 
 
-def _newest_counted_runs(
-    records: Iterable[Mapping[str, Any]],
-) -> dict[str, dict[str, Mapping[str, Any]]]:
-    newest: dict[str, dict[str, Mapping[str, Any]]] = {}
-    for record in records:
+class NewestCounted:
+    """The newest counted run of each (recipe name, signer) among the records ``add`` is
+    given: all ``package_consensus`` reads, kept as the records stream past."""
+
+    def __init__(self) -> None:
+        self.by_recipe: dict[str, dict[str, Mapping[str, Any]]] = {}
+
+    def add(self, record: Mapping[str, Any]) -> None:
         if not record.get("counted"):
-            continue
-        by_signer = newest.setdefault(str(record["recipe"]), {})
+            return
+        by_signer = self.by_recipe.setdefault(str(record["recipe"]), {})
         slug = str(record["signer_slug"])
         current = by_signer.get(slug)
         if current is None or (record["attested_at"], record["id"]) > (
@@ -31,7 +34,18 @@ def _newest_counted_runs(
             current["id"],
         ):
             by_signer[slug] = record
-    return newest
+
+    def runs(self) -> list[Mapping[str, Any]]:
+        return [run for by_signer in self.by_recipe.values() for run in by_signer.values()]
+
+
+def _newest_counted_runs(
+    records: Iterable[Mapping[str, Any]],
+) -> dict[str, dict[str, Mapping[str, Any]]]:
+    newest = NewestCounted()
+    for record in records:
+        newest.add(record)
+    return newest.by_recipe
 
 
 def package_consensus(

@@ -21,30 +21,33 @@ Layout (every path relative, no links)::
     MANIFEST.sha256.sig           ECDSA P-256 / SHA-256 signature of MANIFEST.sha256 (base64)
     site-key.pub                  the public half of the key that signed it
 
-The package is written to a temporary file (memory stays bounded by one chunk of bundles),
-rows are read in chunks over a server-side cursor.
+Rows are read in chunks over a server-side cursor; the records' lines and the manifest go to
+temporary files as they are written, so memory stays bounded by one chunk of bundles however
+many records the package holds (``tarstream`` writes the tar.gz). The manifest lists the files
+in the order they were written.
 """
 
 from __future__ import annotations
 
 import gzip
 import hashlib
-import io
 import json
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import IO, Any
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from evidence_app.consensus import package_consensus
+from evidence_app.consensus.records import NewestCounted
 from evidence_app.consensus.rules import check_statuses
 from evidence_app.exports.records import export_chunks, ndjson_line
-from evidence_app.exports.signing import key_fingerprint, sign_manifest
+from evidence_app.exports.signing import key_fingerprint, sign_manifest_digest
+from evidence_app.exports.tarstream import TarGzStream
 from evidence_app.models import Allowlist, Evidence, SigningKey, TrustRoot
 from evidence_app.services.ingest import policy_current
 from evidence_app.services.site_key import site_private_key
@@ -67,7 +70,17 @@ PACKAGE_CHUNK = 200  # rows whose bytes are held at once
 
 
 def canonical_json(value: Any) -> bytes:
+    """The two small files a person opens first (``package.json``, ``trust/policy.json``) and
+    the catalog snapshots (``make snapshot``'s format): sorted keys, one item a line."""
     return json.dumps(value, ensure_ascii=False, sort_keys=True, indent=1).encode("utf-8") + b"\n"
+
+
+def data_json(value: Any) -> bytes:
+    """Every other JSON file (a record's transcript, ``recipes/index.json``,
+    ``consensus.json``): sorted keys, compact, one line (``jq .`` shows it indented).
+    ``indent`` makes ``json`` fall back to its pure-Python encoder, five times slower: a
+    transcript is written per record, and the two indexes cost 0.3 s a package that way."""
+    return ndjson_line(value)
 
 
 def package_checks(check_results: Any) -> dict[str, dict[str, str]]:
@@ -75,24 +88,35 @@ def package_checks(check_results: Any) -> dict[str, dict[str, str]]:
     return check_statuses(check_results)
 
 
-@dataclass
 class _Writer:
-    """Adds files to the tar and remembers their digests for the manifest."""
+    """Adds files to the tar and writes the manifest's lines as it goes (to a temporary file,
+    hashed on the way: a million records' manifest is hundreds of megabytes, never held).
 
-    tar: tarfile.TarFile
-    mtime: float
-    digests: dict[str, str] = field(default_factory=dict)
+    ``unique=True`` says the caller knows the path is not written twice (a record's files are
+    named by its sha256, unique per evidence); the other paths are remembered to skip
+    repeats."""
 
-    def add(self, path: str, data: bytes, *, in_manifest: bool = True) -> None:
-        if path in self.digests:
-            return
-        info = tarfile.TarInfo(path)
-        info.size = len(data)
-        info.mtime = int(self.mtime)
-        info.mode = 0o644
-        self.tar.addfile(info, io.BytesIO(data))
-        if in_manifest:
-            self.digests[path] = hashlib.sha256(data).hexdigest()
+    def __init__(self, stream: TarGzStream) -> None:
+        self.stream = stream
+        self.manifest_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed by __exit__)
+        self.manifest_size = 0
+        self.manifest_sha256 = hashlib.sha256()
+        self._seen: set[str] = set()
+
+    def _list(self, path: str, digest: str) -> None:
+        line = f"{digest}  {path}\n".encode()
+        self.manifest_file.write(line)
+        self.manifest_sha256.update(line)
+        self.manifest_size += len(line)
+
+    def add(self, path: str, data: bytes, *, unique: bool = False, sha256: str = "") -> None:
+        """``sha256``: the data's digest where the caller already holds it."""
+        if not unique:
+            if path in self._seen:
+                return
+            self._seen.add(path)
+        self.stream.add(path, data)
+        self._list(path, sha256 or hashlib.sha256(data).hexdigest())
 
     def add_file(self, path: str, handle: IO[bytes], size: int) -> None:
         """A large member from a temporary file, hashed as it is copied."""
@@ -100,16 +124,18 @@ class _Writer:
         handle.seek(0)
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
-        handle.seek(0)
-        info = tarfile.TarInfo(path)
-        info.size = size
-        info.mtime = int(self.mtime)
-        info.mode = 0o644
-        self.tar.addfile(info, handle)
-        self.digests[path] = digest.hexdigest()
+        self.stream.add_file(path, handle, size)
+        self._list(path, digest.hexdigest())
 
-    def manifest(self) -> bytes:
-        return "".join(f"{d}  {p}\n" for p, d in sorted(self.digests.items())).encode("ascii")
+    def add_unlisted(self, path: str, data: bytes) -> None:
+        """The manifest, its signature and the site key: not in the manifest."""
+        self.stream.add(path, data)
+
+    def __enter__(self) -> _Writer:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.manifest_file.close()
 
 
 @dataclass(frozen=True)
@@ -195,19 +221,30 @@ def _recipes(writer: _Writer, bound: set[tuple[int, str]]) -> dict[str, Any]:
             "checks": recipe.checks,
         }
         catalogs.add(recipe.catalog_id)
-    writer.add("recipes/index.json", canonical_json(index))
-    for catalog in Catalog.objects.filter(pk__in=catalogs):
-        snapshot = canonical_json(
-            {
-                "format": SNAPSHOT_FORMAT,
-                "source": catalog.source,
-                "aicrVersion": catalog.aicr_version,
-                "contentDigest": catalog.content_digest,
-                "files": dict(sorted(catalog.files.items())),
-            }
-        )
-        writer.add(f"catalogs/{catalog.pk}.json.gz", gzip.compress(snapshot, mtime=0))
+    writer.add("recipes/index.json", data_json(index))
+    for catalog_id, content_digest in Catalog.objects.filter(pk__in=catalogs).values_list(
+        "pk", "content_digest"
+    ):
+        writer.add(f"catalogs/{catalog_id}.json.gz", _catalog_snapshot(catalog_id, content_digest))
     return {digest: entry["checks"] for digest, entry in index.items()}
+
+
+@lru_cache(maxsize=4)
+def _catalog_snapshot(catalog_id: int, content_digest: str) -> bytes:
+    """A catalog's snapshot file, built once per process: a catalog's files are fixed by its
+    content digest, and building it (every file of the recipe tree) cost a fixed 0.3 s a
+    package."""
+    catalog = Catalog.objects.get(pk=catalog_id)
+    snapshot = canonical_json(
+        {
+            "format": SNAPSHOT_FORMAT,
+            "source": catalog.source,
+            "aicrVersion": catalog.aicr_version,
+            "contentDigest": content_digest,
+            "files": dict(sorted(catalog.files.items())),
+        }
+    )
+    return gzip.compress(snapshot, mtime=0)
 
 
 def audit_package_write(
@@ -224,49 +261,11 @@ def audit_package_write(
     started = time.perf_counter()
     key = site_private_key()  # first: no key, no package (SiteKeyUnavailable)
     now = timezone.now()
-    records_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed once copied into the tar)
-    records_size = 0
-    consensus_rows: list[dict[str, Any]] = []
-    bound: set[tuple[int, str]] = set()  # (catalog, recipe digest) the records bind to
-    count = 0
-    with tarfile.open(fileobj=out, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
-        writer = _Writer(tar=tar, mtime=now.timestamp())
-        for chunk in export_chunks(queryset, url_of=url_of, chunk_size=PACKAGE_CHUNK):
-            stored = {
-                pk: (content, artifact, transcript, check_results)
-                for pk, content, artifact, transcript, check_results in Evidence.objects.filter(
-                    pk__in=[record["id"] for record in chunk]
-                ).values_list("pk", "content", "artifact", "transcript", "check_results")
-            }
-            for record in chunk:
-                content, artifact, transcript, check_results = stored[record["id"]]
-                sha = record["sha256"]
-                writer.add(f"bundles/{sha}", bytes(content))
-                if artifact is not None:
-                    writer.add(f"artifacts/{sha}", bytes(artifact))
-                writer.add(f"transcripts/{sha}.json", canonical_json(transcript))
-                line: dict[str, Any] = {
-                    **record,
-                    "checks": package_checks(check_results),
-                    "bundle": f"bundles/{sha}",
-                    "artifact": f"artifacts/{sha}" if artifact is not None else None,
-                    "transcript": f"transcripts/{sha}.json",
-                    "recipe_yaml": f"recipes/{record['recipe_digest']}.yaml",
-                }
-                data = ndjson_line(line)
-                records_file.write(data)
-                records_size += len(data)
-                bound.add((record["catalog"], record["recipe_digest"]))
-                if record["counted"]:
-                    consensus_rows.append(_consensus_input(line))
-                count += 1
-            if progress is not None:
-                progress(count)
-        writer.add_file("records.ndjson", records_file, records_size)
-        records_file.close()
+    with TarGzStream(out, mtime=int(now.timestamp())) as stream, _Writer(stream) as writer:
+        count, newest, bound = _write_records(queryset, writer, url_of=url_of, progress=progress)
         _trust(writer)
         declared = _recipes(writer, bound)
-        writer.add("consensus.json", canonical_json(package_consensus(consensus_rows, declared)))
+        writer.add("consensus.json", data_json(package_consensus(newest.runs(), declared)))
         fingerprint = key_fingerprint(key.public_key())
         writer.add(
             "package.json",
@@ -284,11 +283,10 @@ def audit_package_write(
             ),
         )
         writer.add("README.md", readme(site=site, fingerprint=fingerprint).encode("utf-8"))
-        manifest = writer.manifest()
-        signature, public = sign_manifest(manifest, key)
-        writer.add(MANIFEST, manifest, in_manifest=False)
-        writer.add(SIGNATURE, signature, in_manifest=False)
-        writer.add(SITE_KEY, public.encode("ascii"), in_manifest=False)
+        signature, public = sign_manifest_digest(writer.manifest_sha256.digest(), key)
+        stream.add_file(MANIFEST, writer.manifest_file, writer.manifest_size)
+        writer.add_unlisted(SIGNATURE, signature)
+        writer.add_unlisted(SITE_KEY, public.encode("ascii"))
     out.flush()
     return PackageSummary(
         records=count,
@@ -296,6 +294,58 @@ def audit_package_write(
         seconds=time.perf_counter() - started,
         site_key_fingerprint=fingerprint,
     )
+
+
+def _write_records(
+    queryset: QuerySet[Evidence],
+    writer: _Writer,
+    *,
+    url_of: Callable[[str, int], str],
+    progress: Callable[[int], None] | None,
+) -> tuple[int, NewestCounted, set[tuple[int, str]]]:
+    """Every record's files and its ``records.ndjson`` line; returns the count, the newest
+    counted run of each (recipe, signer) (all that ``consensus.json`` reads: memory stays
+    bounded by recipes times signers, not records) and the (catalog, recipe digest) pairs the
+    records bind to."""
+    newest = NewestCounted()
+    bound: set[tuple[int, str]] = set()
+    count = 0
+    with tempfile.TemporaryFile() as records_file:
+        records_size = 0
+        for chunk in export_chunks(queryset, url_of=url_of, chunk_size=PACKAGE_CHUNK):
+            stored = {
+                pk: (content, artifact, transcript, check_results)
+                for pk, content, artifact, transcript, check_results in Evidence.objects.filter(
+                    pk__in=[record["id"] for record in chunk]
+                ).values_list("pk", "content", "artifact", "transcript", "check_results")
+            }
+            for record in chunk:
+                content, artifact, transcript, check_results = stored[record["id"]]
+                sha = record["sha256"]  # unique per evidence: its files' names are too
+                # Evidence.sha256 is the sha256 of these bytes (the ingest computed it).
+                writer.add(f"bundles/{sha}", bytes(content), unique=True, sha256=sha)
+                if artifact is not None:
+                    writer.add(f"artifacts/{sha}", bytes(artifact), unique=True)
+                writer.add(f"transcripts/{sha}.json", data_json(transcript), unique=True)
+                line: dict[str, Any] = {
+                    **record,
+                    "checks": package_checks(check_results),
+                    "bundle": f"bundles/{sha}",
+                    "artifact": f"artifacts/{sha}" if artifact is not None else None,
+                    "transcript": f"transcripts/{sha}.json",
+                    "recipe_yaml": f"recipes/{record['recipe_digest']}.yaml",
+                }
+                data = ndjson_line(line)
+                records_file.write(data)
+                records_size += len(data)
+                bound.add((record["catalog"], record["recipe_digest"]))
+                if record["counted"]:
+                    newest.add(_consensus_input(line))
+                count += 1
+            if progress is not None:
+                progress(count)
+        writer.add_file("records.ndjson", records_file, records_size)
+    return count, newest, bound
 
 
 def _consensus_input(line: Mapping[str, Any]) -> dict[str, Any]:

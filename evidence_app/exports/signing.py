@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, utils
 
 from evidence_app.services.site_key import site_private_key
 from evidence_app.verification.certificate import public_key_fingerprint
@@ -43,8 +44,16 @@ def public_pem(key: ec.EllipticCurvePrivateKey | ec.EllipticCurvePublicKey) -> s
 def sign_manifest(data: bytes, key: ec.EllipticCurvePrivateKey | None = None) -> tuple[bytes, str]:
     """``(base64 signature + newline, public key PEM)`` over ``data`` with the site key (or
     ``key``)."""
+    return sign_manifest_digest(hashlib.sha256(data).digest(), key)
+
+
+def sign_manifest_digest(
+    digest: bytes, key: ec.EllipticCurvePrivateKey | None = None
+) -> tuple[bytes, str]:
+    """The same signature from the manifest's sha256 alone (the same ECDSA/SHA-256 over the
+    bytes, hashed as they were written): a large package's manifest is never held whole."""
     key = key or site_private_key()
-    signature = key.sign(data, ec.ECDSA(hashes.SHA256()))
+    signature = key.sign(digest, ec.ECDSA(utils.Prehashed(hashes.SHA256())))
     return base64.b64encode(signature) + b"\n", public_pem(key)
 
 
