@@ -720,8 +720,9 @@ class UploadOutcome(models.TextChoices):
 class UploadLog(models.Model):
     """Every upload attempt and its outcome; the only trace a failed upload leaves.
 
-    Direct uploads are written once, ``done``. An OCI reference is written ``pending`` by the
-    web process and completed by an ``ingest`` worker (``pending`` → ``running`` → ``done``).
+    Direct uploads are written once, ``done``. An OCI reference, or a bundle sent with
+    ``Prefer: respond-async`` (its bytes in ``QueuedBundle``), is written ``pending`` by the web
+    process and completed by an ``ingest`` worker (``pending`` → ``running`` → ``done``).
     """
 
     at = models.DateTimeField(auto_now_add=True)
@@ -761,6 +762,21 @@ class UploadLog(models.Model):
 
     def __str__(self) -> str:
         return f"upload {self.sha256[:12] or '-'}: {self.verdict}"
+
+
+class QueuedBundle(models.Model):
+    """The bytes of an upload sent with ``Prefer: respond-async``, kept until an ``ingest``
+    worker gives it an outcome (``services.ingest.queued``); then deleted. The upload's
+    ``UploadLog`` is ``pending`` meanwhile, and its status URL says so."""
+
+    upload = models.OneToOneField(
+        UploadLog, primary_key=True, on_delete=models.CASCADE, related_name="queued_bundle"
+    )
+    data = models.BinaryField()
+    artifact = models.BinaryField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"queued bytes of upload {self.upload_id}"
 
 
 class PointerState(models.TextChoices):

@@ -6,6 +6,7 @@ from celery import Task, shared_task
 
 from evidence_app.consensus import stored
 from evidence_app.services import oci, pointers
+from evidence_app.services.ingest import queued
 
 
 @shared_task(name="evidence_app.tasks.ingest_oci", acks_late=True, bind=True, max_retries=5)
@@ -15,7 +16,19 @@ def ingest_oci(self: Task, upload_id: int) -> str | None:
     task that finds another worker's live claim comes back when that lease ends."""
     try:
         log = oci.oci_upload_process(upload_id=upload_id)
-    except oci.LeaseHeld as exc:
+    except queued.LeaseHeld as exc:
+        raise self.retry(countdown=exc.retry_in, exc=exc) from None
+    return log.verdict if log is not None else None
+
+
+@shared_task(name="evidence_app.tasks.ingest_queued", acks_late=True, bind=True, max_retries=5)
+def ingest_queued(self: Task, upload_id: int) -> str | None:
+    """Verify and store the bundle ``UploadLog`` ``upload_id`` was sent with (``Prefer:
+    respond-async``); returns the verdict (None when the upload is gone). Retried while another
+    worker's lease stands or the database is busy."""
+    try:
+        log = queued.queued_upload_process(upload_id=upload_id)
+    except queued.LeaseHeld as exc:
         raise self.retry(countdown=exc.retry_in, exc=exc) from None
     return log.verdict if log is not None else None
 

@@ -55,6 +55,7 @@ from evidence_app.services.ingest import (
     max_upload_bytes,
     refuse_if_too_large,
 )
+from evidence_app.services.ingest.queued import bundle_queue
 from evidence_app.services.staleness import staleness_bulk
 from evidence_app.services.withdrawal import WithdrawalError, evidence_withdraw
 from evidence_app.upload_status import http_status_of
@@ -193,6 +194,9 @@ class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             "Multipart `bundle` (a Sigstore bundle, or an AICR evidence directory as tar/tar.gz) "
             'with an optional `artifact`; or JSON `{"oci_ref": '
             '"registry/repo@sha256:…"}`, pulled by a worker (202, then poll `status_url`). '
+            "With `Prefer: respond-async` a bundle is verified by a worker too: 202 with "
+            "`status_url` (and `Location`, `Preference-Applied: respond-async`) once its bytes "
+            "are committed; the status says pending, then the outcome below. "
             "201: verified and stored; 200: this signed statement by this signer is already stored "
             "(in any wrapper; `withdrawn` says whether that record is withdrawn); 422: refused "
             "(`verdict`, `failed_step`, `reason`, `transcript`); 503 with `Retry-After`: the "
@@ -243,18 +247,19 @@ class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             log = oci.oci_upload_request(oci_ref=values["oci_ref"], user=request.user)
             if log.state == UploadState.DONE and log.evidence_id is None and log.outcome:
                 return Response(_log_body(log, request), status=http_status_of(log.outcome))
-            status_url = reverse("api:upload-detail", args=[log.pk], request=request)
-            return Response(
-                {"upload_id": log.pk, "state": log.state, "status_url": status_url},
-                status=status.HTTP_202_ACCEPTED,
-                headers={"Location": status_url},
-            )
+            return _accepted(log, request)
 
         bundle = values["bundle"]
         artifact_file = values.get("artifact")
         limit = max_upload_bytes()
         blob = bundle.read(limit + 1)
         artifact = artifact_file.read(limit + 1) if artifact_file is not None else None
+        within_limit = len(blob) <= limit and (artifact is None or len(artifact) <= limit)
+        if within_limit and prefers_async(request.headers.get("Prefer", "")):
+            log = bundle_queue(
+                data=blob, artifact=artifact, filename=bundle.name or "", user=request.user
+            )
+            return _accepted(log, request, {"Preference-Applied": "respond-async"})
         result = evidence_ingest(
             data=blob,
             artifact=artifact,
@@ -266,6 +271,25 @@ class EvidenceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         return Response(
             _result_body(result, request), status=http_status_of(result.outcome), headers=headers
         )
+
+
+def _accepted(log: UploadLog, request: Request, headers: dict[str, str] | None = None) -> Response:
+    """202: a worker will finish the upload; its status URL (also ``Location``) says when."""
+    status_url = reverse("api:upload-detail", args=[log.pk], request=request)
+    return Response(
+        {"upload_id": log.pk, "state": log.state, "status_url": status_url},
+        status=status.HTTP_202_ACCEPTED,
+        headers={"Location": status_url, **(headers or {})},
+    )
+
+
+def prefers_async(prefer: str) -> bool:
+    """Whether a ``Prefer`` header (RFC 7240: comma-separated preferences, each with optional
+    ``;`` parameters, names case-insensitive) asks for ``respond-async``."""
+    return any(
+        item.split(";", 1)[0].split("=", 1)[0].strip().lower() == "respond-async"
+        for item in prefer[:1000].split(",")
+    )
 
 
 class EvidenceBundleView(APIView):
@@ -362,7 +386,8 @@ class EvidenceWithdrawView(APIView):
 
 
 class UploadDetailView(APIView):
-    """An upload's state and outcome (OCI uploads are finished by a worker)."""
+    """An upload's state and outcome (OCI and ``respond-async`` uploads are finished by a
+    worker)."""
 
     authentication_classes = [BearerTokenAuthentication]
     permission_classes = [IsAuthenticated]

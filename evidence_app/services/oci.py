@@ -40,18 +40,16 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
-from django.utils import timezone
 
 from aicr_site.lib import outbound
 from aicr_site.lib.env import SecretFileError, read_secret_file
-from evidence_app.models import EvidencePointer, UploadLog, UploadOutcome, UploadState, Verdict
+from evidence_app.models import EvidencePointer, UploadLog, UploadState, Verdict
 from evidence_app.services.ingest import ExpectedSigner, evidence_ingest, max_upload_bytes
+from evidence_app.services.ingest.queued import INTERNAL_ERROR, upload_claim, upload_refused
 from evidence_app.verification._json import JSONLimitError, JSONLimits, load_json
 from evidence_app.verification.pipeline import is_archive
 from evidence_app.verification.summary_bundle import (
@@ -68,9 +66,6 @@ MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 MAX_TOKEN_BYTES = 64 * 1024
 MAX_PASSWORD_CHARS = 16 * 1024
 MAX_REDIRECTS = 5
-MAX_ATTEMPTS = 3
-# How long a worker's claim on an upload stands before another may take it over.
-DEFAULT_LEASE_SECONDS = 15 * 60
 USER_AGENT = "aicr-validation-dashboard (evidence ingest)"
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -667,15 +662,7 @@ def _with_attestation(data: bytes, bundle: bytes) -> bytes:
 
 def _refused(log: UploadLog, message: str, verdict: str) -> UploadLog:
     detail = f"OCI pull failed: {message}" if log.pk and log.state != UploadState.DONE else message
-    log.state = UploadState.DONE
-    log.verdict = verdict
-    log.failed_step = "parse"
-    log.reason = detail[:1000]
-    log.transcript = [{"step": "parse", "ok": False, "detail": detail[:500]}]
-    log.outcome = UploadOutcome.REFUSED
-    log.completed_at = timezone.now()
-    log.save()
-    return log
+    return upload_refused(log, detail, verdict)
 
 
 @transaction.atomic
@@ -712,48 +699,13 @@ def _pointer_signer(log: UploadLog) -> ExpectedSigner | None:
     return ExpectedSigner(issuer=pointer.signer_issuer, identity=pointer.signer_identity)
 
 
-class LeaseHeld(Exception):
-    """Another worker claimed this upload less than a lease ago (it may still be pulling)."""
-
-    def __init__(self, upload_id: int, retry_in: float) -> None:
-        super().__init__(f"upload {upload_id} is being processed; retry in {retry_in:.0f}s")
-        self.retry_in = retry_in
-
-
-def lease_seconds() -> float:
-    return float(getattr(settings, "EVIDENCE_OCI_LEASE_SECONDS", DEFAULT_LEASE_SECONDS))
-
-
 def oci_upload_process(*, upload_id: int) -> UploadLog | None:
-    """Pull and ingest a pending OCI upload (idempotent: a finished one is left alone).
-
-    A worker claims the row (``running``, ``claimed_at``) for a lease of
-    ``EVIDENCE_OCI_LEASE_SECONDS``. A redelivered task (worker restart, ``acks_late``) that finds
-    it running under a live lease raises ``LeaseHeld`` instead of pulling alongside the
-    original; once the lease has expired the original is presumed dead and the row is claimed
-    again. ``MAX_ATTEMPTS`` caps a reference that keeps killing workers."""
-    now = timezone.now()
-    expired = now - timedelta(seconds=lease_seconds())
-    claimable = Q(state=UploadState.PENDING) | Q(
-        Q(claimed_at__isnull=True) | Q(claimed_at__lt=expired), state=UploadState.RUNNING
-    )
-    claimed = UploadLog.objects.filter(claimable, pk=upload_id, attempts__lt=MAX_ATTEMPTS).update(
-        state=UploadState.RUNNING, attempts=F("attempts") + 1, claimed_at=now
-    )
-    log = UploadLog.objects.select_related("user").filter(pk=upload_id).first()
-    if log is None:
-        return None
-    if not claimed:
-        if log.state == UploadState.DONE:
-            return log
-        if (
-            log.state == UploadState.RUNNING
-            and log.claimed_at is not None
-            and log.claimed_at >= expired
-        ):
-            remaining = (log.claimed_at - expired).total_seconds()
-            raise LeaseHeld(upload_id, max(remaining, 1.0))
-        return _refused(log, f"gave up after {log.attempts} attempts", Verdict.REJECTED)
+    """Pull and ingest a pending OCI upload (idempotent: a finished one is left alone), under
+    the claim every queued upload takes (``ingest.queued.upload_claim``: a lease, a cap on
+    attempts, ``LeaseHeld`` while another worker holds it)."""
+    log, held = upload_claim(upload_id)
+    if log is None or not held:
+        return log
     try:
         ref = parse_oci_ref(log.oci_ref)
         registry_permitted(ref)
@@ -774,9 +726,7 @@ def oci_upload_process(*, upload_id: int) -> UploadLog | None:
         )
     except Exception:
         logger.exception("OCI upload %s failed unexpectedly", upload_id)
-        _refused(
-            log, "internal error while verifying; the maintainers were notified", Verdict.INVALID
-        )
+        _refused(log, INTERNAL_ERROR, Verdict.INVALID)
         raise
     log.refresh_from_db()
     return log

@@ -4,6 +4,7 @@ registered keys, allowlists, API tokens."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,12 @@ from evidence_app.services import signers, trust_roots
 from evidence_app.services.ingest import IngestResult, evidence_ingest
 from evidence_app.services.tokens import token_create, user_with_role
 from recipes_app.models import Catalog, Recipe
-from tests.evidence_factories import EXAMPLE_RECIPE
+from tests.evidence_factories import (
+    EXAMPLE_RECIPE,
+    FIRST_PARTY_IDENTITY,
+    GITHUB_ISSUER,
+    statement_for,
+)
 from tests.sigstore_private import PrivateSigstore
 
 BUNDLE_MEDIA_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
@@ -97,6 +103,21 @@ def api() -> Callable[..., Client]:
         return c
 
     return with_token
+
+
+@pytest.fixture
+def contributor(make_token: Callable[..., str]) -> str:
+    """A contributor's API token (user ``carol``)."""
+    return make_token("carol", "contributor")
+
+
+@pytest.fixture
+def bundle(private_sigstore: PrivateSigstore, example_recipe: Recipe) -> bytes:
+    """A first-party keyless bundle for the example recipe, signed two hours ago."""
+    statement = statement_for(example_recipe, attested_at=datetime.now(UTC) - timedelta(hours=2))
+    return private_sigstore.sign_dsse(
+        statement, identity=FIRST_PARTY_IDENTITY, issuer=GITHUB_ISSUER
+    ).bundle
 
 
 # --- pushing to the real OCI registry (``registry``, tests/conftest.py) -----------------------

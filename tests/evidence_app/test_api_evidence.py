@@ -33,19 +33,6 @@ from tests.sigstore_private import PrivateSigstore
 Api = Callable[[str | None], Client]
 
 
-@pytest.fixture
-def contributor(make_token: Callable[..., str]) -> str:
-    return make_token("carol", "contributor")
-
-
-@pytest.fixture
-def bundle(private_sigstore: PrivateSigstore, example_recipe: Recipe) -> bytes:
-    statement = statement_for(example_recipe, attested_at=datetime.now(UTC) - timedelta(hours=2))
-    return private_sigstore.sign_dsse(
-        statement, identity=FIRST_PARTY_IDENTITY, issuer=GITHUB_ISSUER
-    ).bundle
-
-
 def _upload(client: Client, data: bytes, name: str = "evidence.sigstore.json", **extra: Any) -> Any:
     files = {"bundle": SimpleUploadedFile(name, data, content_type="application/json")}
     files.update(extra)

@@ -18,6 +18,7 @@ from aicr_site.celery import app as celery_app
 from aicr_site.lib import outbound
 from evidence_app.models import Evidence, TrustRoot, UploadLog, UploadState
 from evidence_app.services import oci
+from evidence_app.services.ingest.queued import LeaseHeld
 from evidence_app.services.oci import (
     OciError,
     oci_upload_process,
@@ -367,7 +368,7 @@ def test_a_redelivered_task_does_not_run_alongside_a_live_claim(
         claimed_at=timezone.now() - timedelta(seconds=30),
     )
 
-    with pytest.raises(oci.LeaseHeld) as held:
+    with pytest.raises(LeaseHeld) as held:
         oci_upload_process(upload_id=log.pk)
     assert 500 < held.value.retry_in <= 570
     assert pulls == []

@@ -198,3 +198,44 @@ def test_a_real_worker_builds_an_export_the_web_side_serves(
     streamed = client.get("/api/v1/export/evidence.ndjson")
     assert b"".join(download.streaming_content) == b"".join(streamed.streaming_content)
     assert "evidence_app.tasks.export_build" in worker.read_text()
+
+
+def test_a_real_worker_verifies_a_bundle_sent_with_respond_async(
+    worker: Path, private_sigstore: PrivateSigstore, real_catalog: Catalog
+) -> None:
+    """``Prefer: respond-async``: 202 from the web side, the bundle verified and stored by the
+    worker process, the status URL then giving the outcome a direct upload would have had."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.test import Client
+
+    from evidence_app.models import QueuedBundle
+    from evidence_app.services.tokens import token_create, user_with_role
+
+    trust_roots.trust_root_add(
+        name="worker test instance", trusted_root_json=private_sigstore.trusted_root_json()
+    )
+    signers.seeded_allowlist_ensure()
+    recipe = Recipe.objects.get(catalog=real_catalog, name=EXAMPLE_RECIPE)
+    bundle = private_sigstore.sign_dsse(
+        statement_for(recipe), identity=FIRST_PARTY_IDENTITY, issuer=GITHUB_ISSUER
+    ).bundle
+    token = token_create(
+        user=user_with_role(username="carol", role="contributor"), role="contributor"
+    )[1]
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    files = {"bundle": SimpleUploadedFile("e.sigstore.json", bundle, "application/json")}
+    accepted = client.post("/api/v1/evidence/", files, HTTP_PREFER="respond-async")
+    assert accepted.status_code == 202, accepted.content
+
+    status_url = accepted.json()["status_url"]
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        status = client.get(status_url).json()
+        if status["state"] == "done":
+            break
+        time.sleep(0.25)
+    assert status["state"] == "done", worker.read_text()[-4000:]
+    assert (status["http_status"], status["verdict"]) == (201, "verified"), status["reason"]
+    assert bytes(Evidence.objects.get(pk=status["evidence_id"]).content) == bundle
+    assert not QueuedBundle.objects.exists()
+    assert "evidence_app.tasks.ingest_queued" in worker.read_text()
