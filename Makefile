@@ -46,8 +46,12 @@ run: $(VENV)/.synced
 	pkill -KILL -P $$worker 2>/dev/null; kill -KILL $$worker 2>/dev/null; wait
 
 # The 25 slowest tests are printed at the end: what to look at when the suite outgrows its
-# budget (10 minutes on the 2-core CI box, issue 22; docs/benchmarks.md names them).
-PYTEST_ARGS ?= --durations=25
+# budget (10 minutes on the 2-core CI box, issue 22; docs/benchmarks.md names them). The suite
+# runs on one pytest-xdist worker per core (at most 4: each has its own test database and Redis
+# database, aicr_site/settings_test.py), a test file at a time per worker (--dist loadfile:
+# a file's module fixtures, such as the multi-host deployment, are built once and never twice
+# at the same time). PYTEST_ARGS="--durations=25 -p no:xdist" runs it in one process.
+PYTEST_ARGS ?= --durations=25 --numprocesses=auto --maxprocesses=4 --dist loadfile
 test: $(VENV)/.synced
 	$(PY) -m pytest $(PYTEST_ARGS)
 

@@ -8,10 +8,27 @@ worker, gunicorn) inherit development mode too.
 from __future__ import annotations
 
 import os
+from urllib.parse import urlsplit, urlunsplit
 
 os.environ.setdefault("DEBUG", "1")
 
-from aicr_site.settings import *  # noqa: F403
+
+def _redis_db_of_this_xdist_worker() -> None:
+    """Under pytest-xdist each worker process (``gw0``, ``gw1``, …) gets its own Redis
+    database (1, 2, …): the Celery workers some tests start consume the queues of that
+    database, and the cache's keys (throttles, the publication) would cross otherwise. The
+    environment is changed, not only the setting, so those subprocesses use it too."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    url = os.environ.get("REDIS_URL", "")
+    if not (worker.startswith("gw") and worker[2:].isdigit() and url):
+        return
+    parts = urlsplit(url)
+    os.environ["REDIS_URL"] = urlunsplit(parts._replace(path=f"/{int(worker[2:]) + 1}"))
+
+
+_redis_db_of_this_xdist_worker()
+
+from aicr_site.settings import *  # noqa: E402, F403 (after the environment is set)
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 

@@ -510,6 +510,56 @@ def measure(requests: int, only: set[str] | None) -> None:
         )
 
 
+def _rss_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def measure_audit(filters_list: list[dict[str, str]]) -> None:
+    """Audit packages built as a worker builds them (``export_job_build`` in this process):
+    records/s, bytes, and the peak RSS over the RSS before (``clear_refs`` resets the peak)."""
+    from django.contrib.auth.models import User
+
+    from evidence_app.exports.jobs import export_job_build
+    from evidence_app.models import ExportChunk, ExportJob
+
+    os.environ.setdefault("SITE_SIGNING_KEY", _site_key_pem())
+    from django.conf import settings
+
+    settings.SITE_SIGNING_KEY = os.environ["SITE_SIGNING_KEY"]
+    user, _ = User.objects.get_or_create(username="bench-auditor")
+    print("\n  audit packages (export_job_build, in process):")
+    for filters in filters_list:
+        job = ExportJob.objects.create(
+            format="audit", site="http://testserver/", requested_by=user, filters=filters
+        )
+        Path("/proc/self/clear_refs").write_text("5")
+        before = _rss_kib("VmRSS")
+        started = time.perf_counter()
+        state = export_job_build(job.pk)
+        seconds = time.perf_counter() - started
+        peak = _rss_kib("VmHWM")
+        job.refresh_from_db()
+        print(
+            f"    {filters or 'every record'}: {state}, {job.done:,} records in {seconds:.1f} s = "
+            f"{job.done / seconds:,.0f} records/s, {job.size / 2**20:.0f} MiB; RSS "
+            f"{before / 1024:.0f} MiB before, peak +{(peak - before) / 1024:.0f} MiB; {load()}"
+        )
+        ExportChunk.objects.filter(job=job).delete()
+
+
+def _site_key_pem() -> str:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+
+
 def explain() -> None:
     from django.db import connection
 
@@ -541,6 +591,12 @@ def main() -> None:
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--only", action="append", help="measure only these URLs")
     parser.add_argument("--uploads", type=int, default=0, help="counted and reported uploads")
+    parser.add_argument(
+        "--audit",
+        action="append",
+        metavar="FILTERS",
+        help='audit package of these /api/v1/evidence/ filters, as JSON (\'{"recipe": "…"}\')',
+    )
     args = parser.parse_args()
 
     import psycopg
@@ -574,6 +630,8 @@ def main() -> None:
             measure(args.requests, set(args.only) if args.only else None)
         if args.uploads:
             measure_uploads(args.uploads)
+        if args.audit:
+            measure_audit([json.loads(text) for text in args.audit])
         if args.explain:
             explain()
         print(f"\n  {load()}")
