@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import IO, Any
 
+from cryptography.hazmat.primitives.asymmetric import ec
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -98,16 +99,16 @@ class _Writer:
 
     def __init__(self, stream: TarGzStream) -> None:
         self.stream = stream
-        self.manifest_file = tempfile.TemporaryFile()  # noqa: SIM115 (closed by __exit__)
-        self.manifest_size = 0
-        self.manifest_sha256 = hashlib.sha256()
+        self._manifest = tempfile.TemporaryFile()  # noqa: SIM115 (closed by __exit__)
+        self._manifest_size = 0
+        self._manifest_sha256 = hashlib.sha256()
         self._seen: set[str] = set()
 
     def _list(self, path: str, digest: str) -> None:
         line = f"{digest}  {path}\n".encode()
-        self.manifest_file.write(line)
-        self.manifest_sha256.update(line)
-        self.manifest_size += len(line)
+        self._manifest.write(line)
+        self._manifest_sha256.update(line)
+        self._manifest_size += len(line)
 
     def add(self, path: str, data: bytes, *, unique: bool = False, sha256: str = "") -> None:
         """``sha256``: the data's digest where the caller already holds it."""
@@ -127,15 +128,19 @@ class _Writer:
         self.stream.add_file(path, handle, size)
         self._list(path, digest.hexdigest())
 
-    def add_unlisted(self, path: str, data: bytes) -> None:
-        """The manifest, its signature and the site key: not in the manifest."""
-        self.stream.add(path, data)
+    def add_signed_manifest(self, key: ec.EllipticCurvePrivateKey) -> None:
+        """The manifest of every file added so far, its signature (from the digest taken as
+        its lines were written) and the site key: the three files the manifest leaves out."""
+        signature, public = sign_manifest_digest(self._manifest_sha256.digest(), key)
+        self.stream.add_file(MANIFEST, self._manifest, self._manifest_size)
+        self.stream.add(SIGNATURE, signature)
+        self.stream.add(SITE_KEY, public.encode("ascii"))
 
     def __enter__(self) -> _Writer:
         return self
 
     def __exit__(self, *_: object) -> None:
-        self.manifest_file.close()
+        self._manifest.close()
 
 
 @dataclass(frozen=True)
@@ -283,10 +288,7 @@ def audit_package_write(
             ),
         )
         writer.add("README.md", readme(site=site, fingerprint=fingerprint).encode("utf-8"))
-        signature, public = sign_manifest_digest(writer.manifest_sha256.digest(), key)
-        stream.add_file(MANIFEST, writer.manifest_file, writer.manifest_size)
-        writer.add_unlisted(SIGNATURE, signature)
-        writer.add_unlisted(SITE_KEY, public.encode("ascii"))
+        writer.add_signed_manifest(key)
     out.flush()
     return PackageSummary(
         records=count,

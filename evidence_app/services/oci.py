@@ -49,7 +49,7 @@ from aicr_site.lib import outbound
 from aicr_site.lib.env import SecretFileError, read_secret_file
 from evidence_app.models import EvidencePointer, UploadLog, UploadState, Verdict
 from evidence_app.services.ingest import ExpectedSigner, evidence_ingest, max_upload_bytes
-from evidence_app.services.ingest.queued import INTERNAL_ERROR, upload_claim, upload_refused
+from evidence_app.services.ingest.queued import INTERNAL_ERROR, finish_refused, upload_claim
 from evidence_app.verification._json import JSONLimitError, JSONLimits, load_json
 from evidence_app.verification.pipeline import is_archive
 from evidence_app.verification.summary_bundle import (
@@ -662,7 +662,7 @@ def _with_attestation(data: bytes, bundle: bytes) -> bytes:
 
 def _refused(log: UploadLog, message: str, verdict: str) -> UploadLog:
     detail = f"OCI pull failed: {message}" if log.pk and log.state != UploadState.DONE else message
-    return upload_refused(log, detail, verdict)
+    return finish_refused(log, detail, verdict)
 
 
 @transaction.atomic

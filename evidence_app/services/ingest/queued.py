@@ -49,8 +49,9 @@ def lease_seconds() -> float:
     return float(getattr(settings, "EVIDENCE_OCI_LEASE_SECONDS", DEFAULT_LEASE_SECONDS))
 
 
-def upload_refused(log: UploadLog, message: str, verdict: str, *, step: str = "parse") -> UploadLog:
-    """Finish ``log`` refused, naming why (nothing stored)."""
+def finish_refused(log: UploadLog, message: str, verdict: str, *, step: str = "parse") -> UploadLog:
+    """Finish a claimed ``log`` refused, naming why (nothing stored). An upload refused
+    before any row exists is ``upload_log.upload_refused``'s."""
     log.state = UploadState.DONE
     log.verdict = verdict
     log.failed_step = step
@@ -79,10 +80,10 @@ def upload_claim(upload_id: int) -> tuple[UploadLog | None, bool]:
         return log, bool(claimed)
     if log.state == UploadState.DONE:
         return log, False
-    live = log.claimed_at is not None and log.claimed_at >= expired
-    if log.state == UploadState.RUNNING and live and log.claimed_at is not None:
-        raise LeaseHeld(upload_id, max((log.claimed_at - expired).total_seconds(), 1.0))
-    return upload_refused(log, f"gave up after {log.attempts} attempts", Verdict.REJECTED), False
+    claimed_at = log.claimed_at if log.state == UploadState.RUNNING else None
+    if claimed_at is not None and claimed_at >= expired:  # another worker's live lease
+        raise LeaseHeld(upload_id, max((claimed_at - expired).total_seconds(), 1.0))
+    return finish_refused(log, f"gave up after {log.attempts} attempts", Verdict.REJECTED), False
 
 
 @transaction.atomic
@@ -117,7 +118,7 @@ def queued_upload_process(*, upload_id: int) -> UploadLog | None:
         return log
     queued = QueuedBundle.objects.filter(upload_id=upload_id).first()
     if queued is None:
-        return upload_refused(
+        return finish_refused(
             log, "its bytes are gone (deleted before a worker reached it)", Verdict.REJECTED
         )
     try:
@@ -131,7 +132,7 @@ def queued_upload_process(*, upload_id: int) -> UploadLog | None:
         )
     except Exception:
         logger.exception("queued upload %s failed unexpectedly", upload_id)
-        upload_refused(log, INTERNAL_ERROR, Verdict.INVALID)
+        finish_refused(log, INTERNAL_ERROR, Verdict.INVALID)
         raise
     if result.unavailable:  # the database could not take it now: the bytes wait for a retry
         UploadLog.objects.filter(pk=upload_id).update(
