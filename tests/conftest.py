@@ -4,7 +4,9 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from pytest_django.plugin import blocking_manager_key
 
+from evidence_app.services import signers, trust_roots
 from recipes_app import resolver
 from recipes_app.models import Catalog
 from recipes_app.services import catalog_import
@@ -20,15 +22,65 @@ def real_tree_files() -> dict[str, str]:
     return resolver.read_tree(RECIPES_TREE)
 
 
+def _base_rows_ensure(tree_files: dict[str, str]) -> None:
+    """The rows every database test may assume: the real catalog, imported through the product's
+    own importer, and what migration 0002 seeds (the production trust root and allowlist)."""
+    catalog_import(files=tree_files, source=REAL_CATALOG_SOURCE, aicr_version="dev")
+    trust_roots.production_root_ensure()
+    signers.seeded_allowlist_ensure()
+
+
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup, django_db_blocker, real_tree_files):  # type: ignore[no-untyped-def]
-    """Import the real catalog once per test database, through the product's own importer.
+    """Import the real catalog once per test database.
 
     Tests run inside transactions on top of it; transactional tests that flush the database
     must re-import it with the ``real_catalog`` fixture.
     """
     with django_db_blocker.unblock():
-        catalog_import(files=real_tree_files, source=REAL_CATALOG_SOURCE, aicr_version="dev")
+        _base_rows_ensure(real_tree_files)
+
+
+def _database_use(item: pytest.Item) -> str:
+    """``"transactional"``, ``"transaction"`` or ``"none"``, as pytest-django decides it."""
+    fixtures = getattr(item, "fixturenames", ())
+    marker = item.get_closest_marker("django_db")
+    if (
+        "transactional_db" in fixtures
+        or "live_server" in fixtures
+        or (marker is not None and (marker.kwargs.get("transaction") or marker.args[:1] == (True,)))
+    ):
+        return "transactional"
+    return "transaction" if marker is not None or "db" in fixtures else "none"
+
+
+class _Flushed:
+    """Whether a transactional test has flushed this worker's database since the base rows were
+    last put back."""
+
+    since_base = False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Put the base rows back before the first transaction-wrapped test after a flush.
+
+    In one process pytest-django runs every transactional test last, so nothing after a flush
+    needs the base rows; under pytest-xdist (``--dist loadfile``) a worker runs whichever file
+    it is sent next, and a flushed database would fail tests that rely on the catalog. This runs
+    before the test's fixtures (so outside its transaction), once per flush, not once per test.
+    """
+    if _Flushed.since_base and _database_use(item) == "transaction":
+        with item.config.stash[blocking_manager_key].unblock():
+            _base_rows_ensure(resolver.read_tree(RECIPES_TREE))
+        _Flushed.since_base = False
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):  # type: ignore[no-untyped-def]
+    yield
+    if _database_use(item) == "transactional":
+        _Flushed.since_base = True
 
 
 @pytest.fixture
