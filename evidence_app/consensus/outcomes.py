@@ -8,7 +8,7 @@ evidence page and the exports all read results through here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,34 +93,66 @@ def _outcome(name: object, entry: object, detail: bool = True) -> CheckOutcome |
     )
 
 
-def check_outcomes(check_results: Any, detail: bool = True) -> dict[str, dict[str, CheckOutcome]]:
-    """``Evidence.check_results`` read defensively: phase → CTRF name → outcome.
-
-    Accepts ``{phase: [{name, status, …}]}`` (CTRF tests), ``{phase: {"tests": […]}}`` and
-    ``{phase: {name: status | {status, …}}}``; anything else reads as no data. Without
-    ``detail`` only names and statuses are read (no duration, message or metrics): the same
-    names and results, for runs whose cells are not shown.
-    """
-    out: dict[str, dict[str, CheckOutcome]] = {}
+def _phase_entries(check_results: Any) -> Iterator[tuple[str, list[tuple[object, object]]]]:
+    """The (name, entry) pairs of each phase of a raw ``check_results``, in the shapes
+    ``check_outcomes`` accepts, at most 5,000 a phase; the one place those shapes are read."""
     if not isinstance(check_results, Mapping):
-        return out
+        return
     for phase, entries in check_results.items():
         if not isinstance(phase, str):
             continue
         if isinstance(entries, Mapping) and isinstance(entries.get("tests"), list):
             entries = entries["tests"]
-        by_name: dict[str, CheckOutcome] = {}
         if isinstance(entries, list):
-            for entry in entries[:5000]:
-                if isinstance(entry, Mapping):
-                    outcome = _outcome(entry.get("name"), entry, detail)
-                    if outcome is not None and outcome.name not in by_name:
-                        by_name[outcome.name] = outcome
+            yield (
+                phase,
+                [(e.get("name"), e) for e in entries[:5000] if isinstance(e, Mapping)],
+            )
         elif isinstance(entries, Mapping):
-            for name, entry in list(entries.items())[:5000]:
-                outcome = _outcome(name, entry, detail)
-                if outcome is not None:
-                    by_name[outcome.name] = outcome
+            yield phase, list(entries.items())[:5000]
+        else:
+            yield phase, []
+
+
+def check_outcomes(check_results: Any, detail: bool = True) -> dict[str, dict[str, CheckOutcome]]:
+    """``Evidence.check_results`` read defensively: phase → CTRF name → outcome.
+
+    Accepts ``{phase: [{name, status, …}]}`` (CTRF tests), ``{phase: {"tests": […]}}`` and
+    ``{phase: {name: status | {status, …}}}``; anything else reads as no data. A name listed
+    twice in a list keeps its first entry. Without ``detail`` only names and statuses are read
+    (no duration, message or metrics): the same names and results, for runs whose cells are
+    not shown.
+    """
+    out: dict[str, dict[str, CheckOutcome]] = {}
+    for phase, entries in _phase_entries(check_results):
+        by_name: dict[str, CheckOutcome] = {}
+        for name, entry in entries:
+            outcome = _outcome(name, entry, detail)
+            if outcome is not None and outcome.name not in by_name:
+                by_name[outcome.name] = outcome
+        out[phase] = by_name
+    return out
+
+
+def check_statuses_of(check_results: Any, phases: Collection[str]) -> dict[str, dict[str, str]]:
+    """Phase → CTRF name → raw status for ``phases`` only: what ``check_outcomes`` gives, read
+    without building an outcome per check (a counted upload and each audit record read this;
+    a test holds the two equal)."""
+    out: dict[str, dict[str, str]] = {}
+    for phase, entries in _phase_entries(check_results):
+        if phase not in phases:
+            continue
+        by_name: dict[str, str] = {}
+        for name, entry in entries:
+            if not isinstance(name, str) or not name.strip():
+                continue
+            if isinstance(entry, str):
+                status = entry[:32]
+            elif isinstance(entry, Mapping):
+                status = bounded_text(entry.get("status"), 32)
+            else:
+                continue
+            by_name.setdefault(name[:4096], status)
         out[phase] = by_name
     return out
 

@@ -37,7 +37,7 @@ from typing import Any
 from django.db.models import F, QuerySet, Window
 from django.db.models.functions import RowNumber
 
-from evidence_app.consensus.outcomes import CheckOutcome, check_outcomes
+from evidence_app.consensus.outcomes import CheckOutcome, check_statuses_of
 from evidence_app.corroborate import (
     CONFIRMED,
     CONFIRMED_MIN_PASSES,
@@ -180,7 +180,7 @@ def outcome_statuses(
 
 def check_statuses(check_results: Any) -> dict[str, dict[str, str]]:
     """``outcome_statuses`` of a raw ``Evidence.check_results`` (names and statuses only)."""
-    return outcome_statuses(check_outcomes(check_results, detail=False))
+    return check_statuses_of(check_results, GRID_PHASES)
 
 
 # --- the consensus of one recipe ------------------------------------------------------------

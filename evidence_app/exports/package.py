@@ -8,7 +8,7 @@ Layout (every path relative, no links)::
     records.ndjson                one export record per evidence (+ its CTRF statuses)
     bundles/<sha256>              the exact uploaded bytes
     artifacts/<sha256>            the signed artifact, where one was stored
-    transcripts/<sha256>.json     the site's verification transcript
+    transcripts/<sha256>.json     the site's verification transcript, as the database stores it
     trust/policy.json             accepted OIDC issuers, identity policy, the roots and keys below
     trust/roots/<sha256>.json     the enabled Sigstore trusted roots, byte for byte
     trust/keys/<fingerprint>.pem  the registered public keys (revoked ones marked in policy.json)
@@ -39,14 +39,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import IO, Any
 
+import orjson
 from cryptography.hazmat.primitives.asymmetric import ec
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from evidence_app.consensus import package_consensus
 from evidence_app.consensus.records import NewestCounted
 from evidence_app.consensus.rules import check_statuses
-from evidence_app.exports.records import export_chunks, ndjson_line
+from evidence_app.exports.records import export_chunks_with, ndjson_line
 from evidence_app.exports.signing import key_fingerprint, sign_manifest_digest
 from evidence_app.exports.tarstream import TarGzStream
 from evidence_app.models import Allowlist, Evidence, SigningKey, TrustRoot
@@ -314,24 +316,20 @@ def _write_records(
     count = 0
     with tempfile.TemporaryFile() as records_file:
         records_size = 0
-        for chunk in export_chunks(queryset, url_of=url_of, chunk_size=PACKAGE_CHUNK):
-            stored = {
-                pk: (content, artifact, transcript, check_results)
-                for pk, content, artifact, transcript, check_results in Evidence.objects.filter(
-                    pk__in=[record["id"] for record in chunk]
-                ).values_list("pk", "content", "artifact", "transcript", "check_results")
-            }
-            for record in chunk:
-                content, artifact, transcript, check_results = stored[record["id"]]
+        chunks = export_chunks_with(
+            queryset, url_of=url_of, chunk_size=PACKAGE_CHUNK, extra=_STORED_COLUMNS
+        )
+        for chunk in chunks:
+            for record, (content, artifact, transcript, check_results) in chunk:
                 sha = record["sha256"]  # unique per evidence: its files' names are too
                 # Evidence.sha256 is the sha256 of these bytes (the ingest computed it).
                 writer.add(f"bundles/{sha}", bytes(content), unique=True, sha256=sha)
                 if artifact is not None:
                     writer.add(f"artifacts/{sha}", bytes(artifact), unique=True)
-                writer.add(f"transcripts/{sha}.json", data_json(transcript), unique=True)
+                writer.add(f"transcripts/{sha}.json", transcript.encode("utf-8"), unique=True)
                 line: dict[str, Any] = {
                     **record,
-                    "checks": package_checks(check_results),
+                    "checks": package_checks(_json_loads(check_results)),
                     "bundle": f"bundles/{sha}",
                     "artifact": f"artifacts/{sha}" if artifact is not None else None,
                     "transcript": f"transcripts/{sha}.json",
@@ -348,6 +346,26 @@ def _write_records(
                 progress(count)
         writer.add_file("records.ndjson", records_file, records_size)
     return count, newest, bound
+
+
+# What a record's files are made of, read in the pass that reads its export columns. The
+# transcript is written as the database renders its JSON (jsonb's text on PostgreSQL): decoding
+# it and encoding it again was 2 of the 7 s a 15,000-record package took at 1M records.
+_STORED_COLUMNS = {
+    "audit_content": F("content"),
+    "audit_artifact": F("artifact"),
+    "audit_transcript": Cast("transcript", TextField()),
+    "audit_check_results": Cast("check_results", TextField()),
+}
+
+
+def _json_loads(text: str) -> Any:
+    """A stored JSON document (orjson, four times faster; the standard library where orjson
+    refuses it: integers beyond 64 bits)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def _consensus_input(line: Mapping[str, Any]) -> dict[str, Any]:

@@ -119,18 +119,23 @@ class ExportRecord(TypedDict):
     bundle_url: str
 
 
-def export_rows(queryset: QuerySet[Evidence]) -> QuerySet[Any]:
-    """``queryset``'s export columns as tuples (``_COLUMNS`` order), oldest id first: a row
-    committed during the export comes after every row already sent."""
+def export_rows(
+    queryset: QuerySet[Evidence], extra: Mapping[str, Any] | None = None
+) -> QuerySet[Any]:
+    """``queryset``'s export columns as tuples (``_COLUMNS`` order, then the ``extra``
+    annotations, alias → expression, in theirs), oldest id first: a row committed during the
+    export comes after every row already sent."""
+    extra = extra or {}
     return (
         queryset.annotate(
             has_artifact=ExpressionWrapper(Q(artifact__isnull=False), output_field=BooleanField()),
             # EvidenceQuerySet.counted() as one column (a test holds them equal row by row).
             is_counted=ExpressionWrapper(counted_q(), output_field=BooleanField()),
             predicate_phases=KeyTransform("phases", "predicate"),
+            **extra,
         )
         .order_by("pk")
-        .values_list(*(column for _, column in _COLUMNS))
+        .values_list(*(column for _, column in _COLUMNS), *extra)
     )
 
 
@@ -281,13 +286,28 @@ def export_chunks(
 ) -> Iterator[list[ExportRecord]]:
     """Records, ``chunk_size`` at a time, from one pass of a server-side cursor; staleness
     costs a fixed number of queries per chunk, never one per row."""
+    for chunk in export_chunks_with(queryset, url_of=url_of, chunk_size=chunk_size):
+        yield [record for record, _ in chunk]
+
+
+def export_chunks_with(
+    queryset: QuerySet[Evidence],
+    *,
+    url_of: Callable[[str, int], str],
+    chunk_size: int = CHUNK_SIZE,
+    extra: Mapping[str, Any] | None = None,
+) -> Iterator[list[tuple[ExportRecord, tuple[Any, ...]]]]:
+    """``export_chunks`` with each record's ``extra`` columns (``export_rows``) beside it, read
+    in the same pass (the audit package's bytes and transcripts: no second query per chunk)."""
     names = [name for name, _ in _COLUMNS]
+    width = len(names)
     staleness = _ChunkStaleness()
-    for chunk in batched(export_rows(queryset).iterator(chunk_size=chunk_size), chunk_size):
-        rows = [dict(zip(names, values, strict=True)) for values in chunk]
+    rows_read = export_rows(queryset, extra).iterator(chunk_size=chunk_size)
+    for chunk in batched(rows_read, chunk_size):
+        rows = [dict(zip(names, values[:width], strict=True)) for values in chunk]
         staleness.chunk(rows)
         records = []
-        for row in rows:
+        for row, values in zip(rows, chunk, strict=True):
             stale = staleness.row_codes(row)
             del row["signer_id"]
             row.update(
@@ -303,7 +323,7 @@ def export_chunks(
                 url=url_of("api:evidence-detail", row["id"]),
                 bundle_url=url_of("api:evidence-bundle", row["id"]),
             )
-            records.append(row)
+            records.append((row, values[width:]))
         yield records  # type: ignore[misc]
 
 

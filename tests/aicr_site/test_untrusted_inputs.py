@@ -198,6 +198,7 @@ PARSE_SITES = {
     "evidence_app/attestation/builder.py": (1, "the run's CTRF as orchestrator/ctrf.py wrote it"),
     "evidence_app/exports/ndjson_pg.py": (2, "PostgreSQL's own json output"),
     "evidence_app/exports/audit.py": (1, "a round trip of the consensus this code computed"),
+    "evidence_app/exports/package.py": (2, "a stored check_results, as the database renders it"),
     "evidence_app/corroborate/gojson.py": (
         1,
         "Go encoding/json semantics (duplicate keys, U+FFFD); size-capped reads; ValueError "
@@ -236,7 +237,7 @@ PARSE_SITES = {
     ),
 }
 _PARSE_CALL = re.compile(
-    r"\b(?:json\.loads?|yaml\.(?:safe_load|safe_load_all|load|load_all|full_load|unsafe_load|"
+    r"\b(?:(?:or)?json\.loads?|yaml\.(?:safe_load|safe_load_all|load|load_all|full_load|unsafe_load|"
     r"compose|compose_all|parse))\("
 )
 

@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.management import call_command
 from django.test import Client
 
+from evidence_app.consensus.rules import check_statuses
 from evidence_app.exports.audit import (
     EXIT_OK,
     EXIT_PROBLEMS,
@@ -153,9 +154,11 @@ def test_it_writes_a_package_that_verifies_offline(
     files = read_package(package)
     records = _records(files)
     assert [r["id"] for r in records] == [e.pk for e in stored]
+    assert [r["checks"] for r in records] == [check_statuses(e.check_results) for e in stored]
     for evidence in stored:
         assert files[f"bundles/{evidence.sha256}"] == bytes(evidence.content)
-        assert f"transcripts/{evidence.sha256}.json" in files
+        # The transcript as stored (written from the database's JSON text, never re-encoded).
+        assert json.loads(files[f"transcripts/{evidence.sha256}.json"]) == evidence.transcript
         assert f"recipes/{evidence.subject_digest}.yaml" in files
     assert any(p.startswith("trust/roots/") for p in files)
     assert any(p.startswith("trust/keys/") for p in files)
