@@ -335,7 +335,7 @@ def _write_records(
                     "transcript": f"transcripts/{sha}.json",
                     "recipe_yaml": f"recipes/{record['recipe_digest']}.yaml",
                 }
-                data = ndjson_line(line)
+                data = _record_line(line)
                 records_file.write(data)
                 records_size += len(data)
                 bound.add((record["catalog"], record["recipe_digest"]))
@@ -357,6 +357,17 @@ _STORED_COLUMNS = {
     "audit_transcript": Cast("transcript", TextField()),
     "audit_check_results": Cast("check_results", TextField()),
 }
+
+
+def _record_line(line: Mapping[str, Any]) -> bytes:
+    """``ndjson_line(line)``, through orjson (three times faster): for a record the bytes are
+    the same, since a record holds no float, the one type whose text the two write differently
+    (``1e-07`` against ``1e-7``); a test holds every line of a package equal. The standard
+    library where orjson refuses: integers beyond 64 bits, lone surrogates."""
+    try:
+        return orjson.dumps(line, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:
+        return ndjson_line(line)
 
 
 def _json_loads(text: str) -> Any:

@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import tarfile
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,9 +17,12 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.management import call_command
+from django.db import connection, connections
 from django.test import Client
 
 from evidence_app.consensus.rules import check_statuses
+from evidence_app.exports import package as package_module
+from evidence_app.exports import records as records_module
 from evidence_app.exports.audit import (
     EXIT_OK,
     EXIT_PROBLEMS,
@@ -28,7 +32,14 @@ from evidence_app.exports.audit import (
     audit_verify,
     read_package,
 )
-from evidence_app.exports.package import MANIFEST, SIGNATURE, SITE_KEY, UNSIGNED_FILES
+from evidence_app.exports.package import (
+    MANIFEST,
+    SIGNATURE,
+    SITE_KEY,
+    UNSIGNED_FILES,
+    audit_package_write,
+)
+from evidence_app.exports.records import ndjson_line, site_url_builder
 from evidence_app.exports.signing import public_pem, sign_manifest
 from evidence_app.models import Evidence, TrustRoot
 from evidence_app.services import demo
@@ -155,6 +166,8 @@ def test_it_writes_a_package_that_verifies_offline(
     records = _records(files)
     assert [r["id"] for r in records] == [e.pk for e in stored]
     assert [r["checks"] for r in records] == [check_statuses(e.check_results) for e in stored]
+    lines = files["records.ndjson"].splitlines(keepends=True)
+    assert [ndjson_line(json.loads(line)) for line in lines] == lines  # the export's encoder
     for evidence in stored:
         assert files[f"bundles/{evidence.sha256}"] == bytes(evidence.content)
         # The transcript as stored (written from the database's JSON text, never re-encoded).
@@ -549,3 +562,54 @@ def test_it_packages_the_supported_range_its_counted_records_rest_on(
     assert not any(r["counted"] for r in records)
     assert all("aicr-unsupported" in r["stale_reasons"] for r in records)
     assert _verify(path, site_key, django_db_blocker).ok
+
+
+def _connections_to_this_database() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
+        return int(cursor.fetchone()[0])
+
+
+def test_a_worker_reads_each_next_chunk_ahead_on_a_connection_it_then_closes(
+    transactional_db: None,
+    stored: list[Evidence],
+    site_key: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    django_db_blocker: Any,
+) -> None:
+    """Outside a transaction (a worker's job) each chunk's rows are read on a second thread
+    while the one before is written; the package is the same, and that thread's connection is
+    closed at the end (the tests above run inside a transaction, where rows are read inline)."""
+    monkeypatch.setattr(package_module, "PACKAGE_CHUNK", 2)
+    readers: set[str] = set()
+    their_connections: list[Any] = []
+    export_rows = records_module.export_rows
+
+    def spy(queryset: Any, extra: Any = None) -> Any:
+        if extra:
+            readers.add(threading.current_thread().name)
+            their_connections.append(connections["default"])
+        return export_rows(queryset, extra)
+
+    monkeypatch.setattr(records_module, "export_rows", spy)
+    before = _connections_to_this_database()
+    path = tmp_path / "audit.tar.gz"
+    with path.open("wb") as out:
+        audit_package_write(
+            Evidence.objects.all(),
+            out,
+            url_of=site_url_builder("http://testserver/"),
+            filters={},
+            site="http://testserver/",
+        )
+    assert _connections_to_this_database() == before
+    assert all(wrapper.connection is None for wrapper in their_connections)  # closed
+    assert readers
+    assert all(name.startswith("export-read-ahead") for name in readers)
+    files = read_package(path)
+    assert [r["id"] for r in _records(files)] == [e.pk for e in stored]
+    assert len(stored) > 2 * package_module.PACKAGE_CHUNK
+    report = _verify(path, site_key, django_db_blocker)
+    assert report.ok, report.problems
+    assert report.records == len(stored)
