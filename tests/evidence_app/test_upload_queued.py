@@ -173,3 +173,46 @@ def test_a_busy_database_leaves_it_pending_with_its_bytes_for_a_retry(
     log.refresh_from_db()
     assert (log.state, log.outcome, log.claimed_at) == (UploadState.PENDING, "", None)
     assert QueuedBundle.objects.filter(upload=log).exists()
+
+
+def test_a_busy_database_never_shows_the_queued_upload_as_finished(
+    transactional_db: None, bundle: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real ingest meeting a database error (outside any transaction, as on a worker):
+    the row goes from running back to pending, and is never saved as done (``busy``) between,
+    which a status URL read at that moment would have shown."""
+    from django.db import OperationalError
+    from django.db.models.signals import post_save
+
+    from evidence_app import tasks
+    from evidence_app.services.ingest import service
+
+    monkeypatch.setattr(tasks.ingest_queued, "delay", lambda upload_id: None)
+    log = queued.bundle_queue(data=bundle, artifact=None, filename="e.json", user=None)
+
+    def lock_timeout(*args: Any, **kwargs: Any) -> Any:
+        raise OperationalError("canceling statement due to lock timeout")
+
+    monkeypatch.setattr(service, "_ingest", lock_timeout)
+    saved: list[tuple[str, str]] = []
+
+    def record(sender: Any, instance: UploadLog, **kwargs: Any) -> None:
+        if instance.pk == log.pk:
+            saved.append((instance.state, instance.outcome))
+
+    post_save.connect(record, sender=UploadLog)
+    try:
+        with pytest.raises(queued.Busy):
+            queued.queued_upload_process(upload_id=log.pk)
+    finally:
+        post_save.disconnect(record, sender=UploadLog)
+
+    assert all(state != UploadState.DONE for state, _ in saved), saved
+    log.refresh_from_db()
+    assert (log.state, log.outcome, log.claimed_at, log.attempts) == (
+        UploadState.PENDING,
+        "",
+        None,
+        1,
+    )
+    assert QueuedBundle.objects.filter(upload=log).exists()

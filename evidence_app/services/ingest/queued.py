@@ -129,15 +129,14 @@ def queued_upload_process(*, upload_id: int) -> UploadLog | None:
             user=log.user,
             channel=log.channel,
             upload=log,
+            retried_when_busy=True,
         )
     except Exception:
         logger.exception("queued upload %s failed unexpectedly", upload_id)
         finish_refused(log, INTERNAL_ERROR, Verdict.INVALID)
         raise
     if result.unavailable:  # the database could not take it now: the bytes wait for a retry
-        UploadLog.objects.filter(pk=upload_id).update(
-            state=UploadState.PENDING, claimed_at=None, outcome="", completed_at=None
-        )
+        UploadLog.objects.filter(pk=upload_id).update(state=UploadState.PENDING, claimed_at=None)
         raise Busy(upload_id, float(result.retry_after or 5))
     QueuedBundle.objects.filter(upload_id=upload_id).delete()
     log.refresh_from_db()

@@ -20,7 +20,13 @@ from evidence_app.services.ingest.policy import (
 from evidence_app.services.ingest.record import evidence_fields
 from evidence_app.services.ingest.result import IngestResult, refusal, refused_at_parse
 from evidence_app.services.ingest.store import store_evidence
-from evidence_app.services.ingest.upload_log import Upload, busy, log_upload, max_upload_bytes
+from evidence_app.services.ingest.upload_log import (
+    Upload,
+    busy,
+    busy_result,
+    log_upload,
+    max_upload_bytes,
+)
 from evidence_app.services.signers import SignerDecision
 from evidence_app.verification._json import unstorable_text
 from evidence_app.verification.pipeline import VerificationReport, verify_evidence
@@ -47,6 +53,7 @@ def evidence_ingest(
     is_simulated: bool = False,
     is_demo: bool = False,
     expected_signer: ExpectedSigner | None = None,
+    retried_when_busy: bool = False,
 ) -> IngestResult:
     """Verify, bind, classify and store one upload; see the package docstring.
 
@@ -59,6 +66,8 @@ def evidence_ingest(
     OCI-artifact subject must name.
     ``is_simulated``: evidence from a simulated cluster (labelled, never counted).
     ``is_demo``: demo data; evidence signed by a demo key is demo data anyway.
+    ``retried_when_busy``: the caller puts ``upload`` back to pending when the database is
+    busy, so the row is not completed as ``busy`` on the way (a queued upload).
 
     A database error that survives the driver's own waiting (a PostgreSQL lock timeout or a lost
     connection) is no verdict: the outcome is ``busy`` with ``retry_after``, nothing is stored,
@@ -87,7 +96,7 @@ def evidence_ingest(
     except OperationalError as exc:
         if connection.in_atomic_block:
             raise  # the caller's transaction is broken: only the caller can recover
-        return busy(exc, sent)
+        return busy_result(exc) if retried_when_busy else busy(exc, sent)
 
 
 def _ingest(

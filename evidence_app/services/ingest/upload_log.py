@@ -85,23 +85,7 @@ def log_upload(result: IngestResult, upload: Upload) -> IngestResult:
 def busy(exc: OperationalError, upload: Upload) -> IngestResult:
     """The answer to an upload the database could not take, with its upload-log row (retried:
     the same contention may hold for a moment); a log that cannot be written is logged."""
-    problem = " ".join(str(exc).split())[:200] or type(exc).__name__
-    reason = (
-        f"the database could not store this upload now ({problem}); nothing was stored: "
-        f"retry in {RETRY_AFTER_SECONDS} seconds"
-    )
-    logger.warning("upload not stored: %s", problem)
-    result = IngestResult(
-        evidence=None,
-        created=False,
-        verdict="",
-        failed_step="store",
-        signer={},
-        transcript=[{"step": "store", "ok": False, "detail": reason}],
-        reason=reason,
-        outcome=UploadOutcome.BUSY,
-        retry_after=RETRY_AFTER_SECONDS,
-    )
+    result = busy_result(exc)
     failure = ""
     for pause in LOG_WRITE_PAUSES:
         time.sleep(pause)
@@ -119,9 +103,31 @@ def busy(exc: OperationalError, upload: Upload) -> IngestResult:
         upload.channel,
         upload.sha256,
         upload.size,
-        reason,
+        result.reason,
     )
     return result
+
+
+def busy_result(exc: OperationalError) -> IngestResult:
+    """The ``busy`` answer alone, without its log row: for an upload whose caller keeps its row
+    pending for a retry (a queued upload), which must never read as finished meanwhile."""
+    problem = " ".join(str(exc).split())[:200] or type(exc).__name__
+    reason = (
+        f"the database could not store this upload now ({problem}); nothing was stored: "
+        f"retry in {RETRY_AFTER_SECONDS} seconds"
+    )
+    logger.warning("upload not stored: %s", problem)
+    return IngestResult(
+        evidence=None,
+        created=False,
+        verdict="",
+        failed_step="store",
+        signer={},
+        transcript=[{"step": "store", "ok": False, "detail": reason}],
+        reason=reason,
+        outcome=UploadOutcome.BUSY,
+        retry_after=RETRY_AFTER_SECONDS,
+    )
 
 
 def refuse_if_too_large(
