@@ -30,8 +30,8 @@ of the evidence-list and home-page queries (``--explain``).
 
 Run: ``.venv/bin/python bench/scale.py --records 100000 --signers 10000 [--keep]``
 (``BENCH_DATABASE_URL``, default a scratch ``aicr_bench_scale`` on 127.0.0.1:5432, dropped at
-the end unless ``--keep``; ``--reuse`` measures a kept database without building). Prints
-figures; asserts nothing.
+the end unless ``--keep``; ``--reuse`` measures a kept database without building, and keeps
+it). Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -639,7 +639,7 @@ def main() -> None:
         from django.db import connections
 
         connections.close_all()
-        if not args.keep:
+        if not (args.keep or args.reuse):  # a reused database was kept on purpose: keep it
             with psycopg.connect(f"{base_url}/postgres", autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
 
