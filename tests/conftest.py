@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 
@@ -16,10 +17,15 @@ from tests.shared_data import RECIPES_TREE
 REAL_CATALOG_SOURCE = "aicr main-08 (tests)"
 
 
+@functools.cache
+def _tree_files() -> dict[str, str]:
+    return resolver.read_tree(RECIPES_TREE)
+
+
 @pytest.fixture(scope="session")
 def real_tree_files() -> dict[str, str]:
     """The files of the real AICR recipe tree in tests/data (read once per session)."""
-    return resolver.read_tree(RECIPES_TREE)
+    return _tree_files()
 
 
 def _base_rows_ensure(tree_files: dict[str, str]) -> None:
@@ -66,13 +72,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """Put the base rows back before the first transaction-wrapped test after a flush.
 
     In one process pytest-django runs every transactional test last, so nothing after a flush
-    needs the base rows; under pytest-xdist (``--dist loadfile``) a worker runs whichever file
-    it is sent next, and a flushed database would fail tests that rely on the catalog. This runs
+    needs the base rows; under pytest-xdist a worker runs whichever tests it is sent next, and
+    a flushed database would fail tests that rely on the catalog. This runs
     before the test's fixtures (so outside its transaction), once per flush, not once per test.
     """
     if _Flushed.since_base and _database_use(item) == "transaction":
         with item.config.stash[blocking_manager_key].unblock():
-            _base_rows_ensure(resolver.read_tree(RECIPES_TREE))
+            _base_rows_ensure(_tree_files())
         _Flushed.since_base = False
 
 

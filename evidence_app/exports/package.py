@@ -79,10 +79,10 @@ def canonical_json(value: Any) -> bytes:
 
 
 def data_json(value: Any) -> bytes:
-    """Every other JSON file (a record's transcript, ``recipes/index.json``,
-    ``consensus.json``): sorted keys, compact, one line (``jq .`` shows it indented).
-    ``indent`` makes ``json`` fall back to its pure-Python encoder, five times slower: a
-    transcript is written per record, and the two indexes cost 0.3 s a package that way."""
+    """The other JSON files this code writes (``recipes/index.json``, ``consensus.json``;
+    transcripts are written as stored): sorted keys, compact, one line (``jq .`` shows it
+    indented). ``indent`` makes ``json`` fall back to its pure-Python encoder, five times
+    slower: the two indexes cost 0.3 s a package that way."""
     return ndjson_line(value)
 
 
@@ -372,7 +372,8 @@ def _record_line(line: Mapping[str, Any]) -> bytes:
 
 def _json_loads(text: str) -> Any:
     """A stored JSON document (orjson, four times faster; the standard library where orjson
-    refuses it: integers beyond 64 bits)."""
+    refuses it: a number past a double's range. Integers beyond 64 bits orjson reads as
+    floats, which the statuses read from here never are)."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:

@@ -345,11 +345,11 @@ def _row_chunks(
     def rows_of(batch: tuple[int, ...]) -> list[tuple[Any, ...]]:
         return list(export_rows(Evidence.objects.filter(pk__in=batch), extra))
 
+    batches = batched(ids, chunk_size)
     if connection.in_atomic_block:  # another connection would not see this transaction's rows
-        for batch in batched(ids, chunk_size):
-            yield rows_of(batch)
-        return
-    yield from _read_ahead(batched(ids, chunk_size), rows_of)
+        yield from map(rows_of, batches)
+    else:
+        yield from _read_ahead(batches, rows_of)
 
 
 def _read_ahead(
