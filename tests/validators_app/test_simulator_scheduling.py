@@ -107,7 +107,9 @@ def test_an_agent_that_tolerates_nothing_stays_pending_with_the_schedulers_messa
         "Unschedulable",
     )
     assert condition.message == TAINTED_REFUSAL
-    (event,) = events_of(api, pod.metadata.name)
+    # The scheduler records its event after it wrote the pod's condition, as a real
+    # kube-scheduler does, so a client that saw the condition may list no event yet.
+    (event,) = wait_until(lambda: events_of(api, pod.metadata.name), "the scheduler's event")
     assert (event.type, event.reason, event.source.component) == (
         "Warning",
         "FailedScheduling",
