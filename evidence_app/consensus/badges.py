@@ -138,9 +138,11 @@ def recipe_badges_stored(
     covered = frozenset(name for _, name, _ in rows)
     if not covered:
         return ComputedBadges(badges={}, names=covered, expires={})
-    counted = stored_columns.counted_names(covered)
+    # The stale summaries group the default lens's counted columns: the names they cover
+    # are the names with a counted column, without a query of their own.
+    stale = stored_columns.stored_stale_summaries(covered)
+    counted = frozenset(stale)
     tallies = stored_columns.stored_tallies(counted)
-    stale = stored_columns.stored_stale_summaries(counted)
     badges = {
         (pk, name): fold_consensus(
             declared_checks(checks), tallies.get(name, {}), stale[name]

@@ -58,6 +58,7 @@ from evidence_app.models import (
 from evidence_app.services.staleness import CODES as STALE_CODES
 from evidence_app.services.staleness import (
     OLDER_THAN_30_DAYS,
+    bar_with,
     newest_aicr_bars,
     stale_after_days,
     staleness_bulk,
@@ -147,15 +148,16 @@ def column_run(column: ConsensusColumn) -> Run:
 
 
 def _columns_of(
-    runs: list[tuple[str, Evidence]],
+    runs: list[tuple[str, Evidence]], bars: Mapping[str, str] | None = None
 ) -> tuple[list[ConsensusColumn], dict[str, str]]:
     """Columns for selected (lens, run) pairs, the counted runs judged for staleness (a fixed
     number of queries: uncounted runs feed no stale count, so they cost none), and the newest
-    AICR release per name that judgment used (``newest_aicr_bars``; counted runs' names)."""
+    AICR release per name that judgment used (``newest_aicr_bars``, or ``bars`` where the
+    caller knows them; counted runs' names)."""
     counted = list({e.pk: e for _, e in runs if is_counted(e)}.values())
     if not counted:
         return [_column(e, (), lens) for lens, e in runs], {}
-    context = staleness_context(counted)
+    context = staleness_context(counted, bars=bars)
     codes = {e.pk: [r.code for r in context.reasons(e)] for e in counted}
     columns = [_column(e, codes.get(e.pk, ()), lens) for lens, e in runs]
     return columns, dict(context.newest_aicr)
@@ -383,6 +385,9 @@ def columns_refresh(
     stored: dict[tuple[str, int, str], ConsensusColumn]
     wanted: dict[tuple[str, int, str], ConsensusColumn]
     if added is not None:
+        # The stored bar is current (every change that can lower it, or move the catalog's,
+        # judges the name again), so a new counted record's bar needs no query.
+        known = {name: bar_with(built[0], added)} if counted_record else None
         # Its slot's column in the default lens and in its version's lens.
         slot = slot_of(added)
         lenses = [DEFAULT_LENS] + ([added.aicr_version] if added.aicr_version else [])
@@ -398,7 +403,10 @@ def columns_refresh(
             if (lens, added.signer_id, slot) not in stored
             or not _newer(stored[(lens, added.signer_id, slot)], added)
         ]
-        columns, bars = _columns_of([(lens, added) for lens in replaced]) if replaced else ([], {})
+        columns, bars = (
+            _columns_of([(lens, added) for lens in replaced], known) if replaced else ([], {})
+        )
+        bars = known or bars
         wanted = {**stored, **{_key(c): c for c in columns}}
     else:
         ids = sorted(set(signer_ids))
@@ -555,11 +563,3 @@ def stored_expiry(names: Collection[str], now: datetime) -> dict[str, datetime |
     for name, first in rows:
         expiry[name] = first + stale_after
     return expiry
-
-
-def counted_names(names: Collection[str] | None) -> frozenset[str]:
-    """The names (of ``names``, or all) with a counted column."""
-    rows = ConsensusColumn.objects.filter(counted=True, lens=DEFAULT_LENS)
-    if names is not None:
-        rows = rows.filter(recipe_name__in=sorted(names))
-    return frozenset(rows.order_by().values_list("recipe_name", flat=True).distinct())

@@ -42,7 +42,7 @@ for a list in a fixed number of queries; ``stale_filter`` asks the same question
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -444,10 +444,26 @@ def newest_aicr_bars(names: Iterable[str], catalog: Catalog | None) -> dict[str,
     return bars
 
 
+def bar_with(bar: str, evidence: Evidence) -> str:
+    """A name's "aicr-outdated" bar once ``evidence``, a new counted record of it, is stored,
+    from its bar before (``newest_aicr_bars`` without its query): a counted record can only
+    add its own release to the candidates. The newest of the two is taken as
+    ``newest_aicr_bars`` takes it (``_newest`` over the sorted set), so of two spellings of one
+    release the same one wins."""
+    version = evidence.aicr_version
+    if not is_release(version):
+        return bar
+    return _newest(sorted({bar, version} - {""}))
+
+
 def staleness_context(
-    evidence: Sequence[Evidence], *, now: datetime | None = None
+    evidence: Sequence[Evidence],
+    *,
+    now: datetime | None = None,
+    bars: Mapping[str, str] | None = None,
 ) -> StalenessContext:
-    """The facts ``staleness_reasons`` needs for ``evidence``, in at most four queries."""
+    """The facts ``staleness_reasons`` needs for ``evidence``, in at most four queries (three
+    when the caller knows the names' ``bars``: ``newest_aicr_bars`` of every name)."""
     context = StalenessContext(now=now or timezone.now())
     names = {e.recipe_name for e in evidence}
     if not names:
@@ -458,7 +474,10 @@ def staleness_context(
             digest=catalog.validator_checks_digest, checks=tuple(catalog.validator_checks or ())
         )
     _load_recipe_facts(context, evidence, names, catalog)
-    context.newest_aicr.update(newest_aicr_bars(names, catalog))
+    if bars is not None and names <= bars.keys():
+        context.newest_aicr.update({name: bars[name] for name in names})
+    else:
+        context.newest_aicr.update(newest_aicr_bars(names, catalog))
     context.allowlist_state = AllowlistState(delisted_signers(e.signer_id for e in evidence))
     return context
 
