@@ -45,8 +45,7 @@ from django.db.models import F, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from evidence_app.consensus import package_consensus
-from evidence_app.consensus.records import NewestCounted
+from evidence_app.consensus.records import NewestCounted, package_consensus_of
 from evidence_app.consensus.rules import check_statuses
 from evidence_app.exports.records import export_chunks_with, ndjson_line
 from evidence_app.exports.signing import key_fingerprint, sign_manifest_digest
@@ -268,11 +267,18 @@ def audit_package_write(
     started = time.perf_counter()
     key = site_private_key()  # first: no key, no package (SiteKeyUnavailable)
     now = timezone.now()
-    with TarGzStream(out, mtime=int(now.timestamp())) as stream, _Writer(stream) as writer:
-        count, newest, bound = _write_records(queryset, writer, url_of=url_of, progress=progress)
+    with (
+        TarGzStream(out, mtime=int(now.timestamp())) as stream,
+        _Writer(stream) as writer,
+        tempfile.TemporaryFile() as records_file,
+    ):
+        count, newest, bound = _write_records(
+            queryset, writer, records_file, url_of=url_of, progress=progress
+        )
         _trust(writer)
         declared = _recipes(writer, bound)
-        writer.add("consensus.json", data_json(package_consensus(newest.runs(), declared)))
+        consensus = package_consensus_of(newest, _line_reader(records_file), declared)
+        writer.add("consensus.json", data_json(consensus))
         fingerprint = key_fingerprint(key.public_key())
         writer.add(
             "package.json",
@@ -303,48 +309,49 @@ def audit_package_write(
 def _write_records(
     queryset: QuerySet[Evidence],
     writer: _Writer,
+    records_file: IO[bytes],
     *,
     url_of: Callable[[str, int], str],
     progress: Callable[[int], None] | None,
 ) -> tuple[int, NewestCounted, set[tuple[int, str]]]:
-    """Every record's files and its ``records.ndjson`` line; returns the count, the newest
-    counted run of each (recipe, signer) (all that ``consensus.json`` reads: memory stays
-    bounded by recipes times signers, not records) and the (catalog, recipe digest) pairs the
-    records bind to."""
+    """Every record's files and its ``records.ndjson`` line (written to ``records_file``,
+    then added); returns the count, where the newest counted run of each (recipe, signer)
+    is in that file (all that ``consensus.json`` reads, read back from there: memory holds a
+    small tuple per pair, never the runs) and the (catalog, recipe digest) pairs the records
+    bind to."""
     newest = NewestCounted()
     bound: set[tuple[int, str]] = set()
     count = 0
-    with tempfile.TemporaryFile() as records_file:
-        records_size = 0
-        chunks = export_chunks_with(
-            queryset, url_of=url_of, chunk_size=PACKAGE_CHUNK, extra=_STORED_COLUMNS
-        )
-        for chunk in chunks:
-            for record, (content, artifact, transcript, check_results) in chunk:
-                sha = record["sha256"]  # unique per evidence: its files' names are too
-                # Evidence.sha256 is the sha256 of these bytes (the ingest computed it).
-                writer.add(f"bundles/{sha}", bytes(content), unique=True, sha256=sha)
-                if artifact is not None:
-                    writer.add(f"artifacts/{sha}", bytes(artifact), unique=True)
-                writer.add(f"transcripts/{sha}.json", transcript.encode("utf-8"), unique=True)
-                line: dict[str, Any] = {
-                    **record,
-                    "checks": package_checks(_json_loads(check_results)),
-                    "bundle": f"bundles/{sha}",
-                    "artifact": f"artifacts/{sha}" if artifact is not None else None,
-                    "transcript": f"transcripts/{sha}.json",
-                    "recipe_yaml": f"recipes/{record['recipe_digest']}.yaml",
-                }
-                data = _record_line(line)
-                records_file.write(data)
-                records_size += len(data)
-                bound.add((record["catalog"], record["recipe_digest"]))
-                if record["counted"]:
-                    newest.add(_consensus_input(line))
-                count += 1
-            if progress is not None:
-                progress(count)
-        writer.add_file("records.ndjson", records_file, records_size)
+    records_size = 0
+    chunks = export_chunks_with(
+        queryset, url_of=url_of, chunk_size=PACKAGE_CHUNK, extra=_STORED_COLUMNS
+    )
+    for chunk in chunks:
+        for record, (content, artifact, transcript, check_results) in chunk:
+            sha = record["sha256"]  # unique per evidence: its files' names are too
+            # Evidence.sha256 is the sha256 of these bytes (the ingest computed it).
+            writer.add(f"bundles/{sha}", bytes(content), unique=True, sha256=sha)
+            if artifact is not None:
+                writer.add(f"artifacts/{sha}", bytes(artifact), unique=True)
+            writer.add(f"transcripts/{sha}.json", transcript.encode("utf-8"), unique=True)
+            line: dict[str, Any] = {
+                **record,
+                "checks": package_checks(_json_loads(check_results)),
+                "bundle": f"bundles/{sha}",
+                "artifact": f"artifacts/{sha}" if artifact is not None else None,
+                "transcript": f"transcripts/{sha}.json",
+                "recipe_yaml": f"recipes/{record['recipe_digest']}.yaml",
+            }
+            data = _record_line(line)
+            records_file.write(data)
+            bound.add((record["catalog"], record["recipe_digest"]))
+            if record["counted"]:
+                newest.add(line, at=(records_size, len(data)))
+            records_size += len(data)
+            count += 1
+        if progress is not None:
+            progress(count)
+    writer.add_file("records.ndjson", records_file, records_size)
     return count, newest, bound
 
 
@@ -370,7 +377,7 @@ def _record_line(line: Mapping[str, Any]) -> bytes:
         return ndjson_line(line)
 
 
-def _json_loads(text: str) -> Any:
+def _json_loads(text: str | bytes) -> Any:
     """A stored JSON document (orjson, four times faster; the standard library where orjson
     refuses it: a number past a double's range. Integers beyond 64 bits orjson reads as
     floats, which the statuses read from here never are)."""
@@ -380,10 +387,17 @@ def _json_loads(text: str) -> Any:
         return json.loads(text)
 
 
-def _consensus_input(line: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields ``package_consensus`` reads (so the whole record set is not held)."""
-    keys = ("id", "recipe", "recipe_digest", "signer_slug", "attested_at", "counted")
-    return {k: line[k] for k in (*keys, "is_simulated", "is_demo", "stale_reasons", "checks")}
+def _line_reader(records_file: IO[bytes]) -> Callable[[tuple[int, int]], dict[str, Any]]:
+    """Reads a record back from its (offset, length) in ``records_file`` (its line, as
+    written: what ``verify_audit`` recomputes ``consensus.json`` from too)."""
+
+    def read(at: tuple[int, int]) -> dict[str, Any]:
+        offset, length = at
+        records_file.seek(offset)
+        record: dict[str, Any] = _json_loads(records_file.read(length))
+        return record
+
+    return read
 
 
 def readme(*, site: str, fingerprint: str) -> str:
