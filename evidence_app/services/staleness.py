@@ -331,15 +331,15 @@ def check_sets(catalogs: QuerySet[Catalog]) -> dict[int, CheckSet]:
     }
 
 
-def delisted_signers(signer_ids: Iterable[int]) -> frozenset[int]:
-    ids = set(signer_ids)
-    if not ids:
-        return frozenset()
-    return frozenset(
-        SignerClassChange.objects.filter(
-            signer_id__in=ids, from_counted=True, signer__counted=False
-        ).values_list("signer_id", flat=True)
-    )
+def delisted_signers(signer_ids: Iterable[int] | None) -> frozenset[int]:
+    """Of ``signer_ids`` (None: every signer), those that counted once and count no more."""
+    changes = SignerClassChange.objects.filter(from_counted=True, signer__counted=False)
+    if signer_ids is not None:
+        ids = set(signer_ids)
+        if not ids:
+            return frozenset()
+        changes = changes.filter(signer_id__in=ids)
+    return frozenset(changes.values_list("signer_id", flat=True))
 
 
 def _catalog_bar(catalog: Catalog | None, supported: SupportedRange) -> str:
