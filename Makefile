@@ -50,9 +50,10 @@ run: $(VENV)/.synced
 # runs on four pytest-xdist workers with PYTEST_ARGS="--durations=25 -n 4 --dist worksteal"
 # (each has its own test database and Redis database, aicr_site/settings_test.py;
 # tests/conftest.py puts the catalog back after a transactional test flushed a worker's
-# database): 15 min 27 s against 29 min 43 s in one process. One process stays the default:
-# one of five whole runs on four workers failed a validation scenario
-# (test_runs_scenarios[runtime-docker-pullable], passing alone), not yet explained.
+# database): 15 min 27 s against 28 min 46 s in one process. One process stays the default:
+# one of six whole runs on four workers failed a validation scenario
+# (test_runs_scenarios[runtime-docker-pullable], passing alone; three tries to reproduce it
+# did not), not yet explained.
 PYTEST_ARGS ?= --durations=25
 test: $(VENV)/.synced
 	$(PY) -m pytest $(PYTEST_ARGS)
