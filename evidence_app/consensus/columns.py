@@ -403,10 +403,8 @@ def columns_refresh(
             if (lens, added.signer_id, slot) not in stored
             or not _newer(stored[(lens, added.signer_id, slot)], added)
         ]
-        columns, bars = (
-            _columns_of([(lens, added) for lens in replaced], known) if replaced else ([], {})
-        )
-        bars = known or bars
+        columns = _columns_of([(lens, added) for lens in replaced], known)[0] if replaced else []
+        bars = known or {}  # only a counted record's bar is checked below
         wanted = {**stored, **{_key(c): c for c in columns}}
     else:
         ids = sorted(set(signer_ids))

@@ -21,7 +21,7 @@ def _when(record: Mapping[str, Any]) -> tuple[datetime, int]:
     """A record's place in time, as the site orders runs (``attested_at``, then id). Its
     text is parsed, not compared: ``isoformat`` leaves out a zero microsecond, so
     ``…:00Z`` sorts after ``…:00.5Z`` as text though it is the older one."""
-    return datetime.fromisoformat(record["attested_at"].replace("Z", "+00:00")), record["id"]
+    return datetime.fromisoformat(record["attested_at"]), record["id"]
 
 
 class NewestCounted:
